@@ -1,0 +1,51 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "archive-sync",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "ArchiveStore", targets: ["ArchiveStore"]),
+        .executable(name: "archive-sync", targets: ["archive-sync"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CSQLite",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .target(name: "CArchiveShims"),
+        .target(
+            name: "ArchiveStore",
+            dependencies: [
+                "CSQLite",
+                "CArchiveShims",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .executableTarget(
+            name: "archive-sync",
+            dependencies: [
+                "ArchiveStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "archive-bench",
+            dependencies: ["ArchiveStore"],
+            path: "Benchmarks/ArchiveBench"
+        ),
+        .testTarget(
+            name: "ArchiveStoreTests",
+            dependencies: ["ArchiveStore"]
+        ),
+        .testTarget(
+            name: "ArchiveSyncCommandTests",
+            dependencies: ["ArchiveStore"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

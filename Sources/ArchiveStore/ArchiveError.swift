@@ -1,0 +1,105 @@
+/// Everything the store reports as a failure. Each case names what was wrong and, where it
+/// helps, what to do next; ``description`` is one sentence fit for a user.
+public enum ArchiveError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A key was refused; nothing was read or written.
+    case invalidKey(String, reason: String)
+    /// A collection name was refused; nothing was read or written.
+    case invalidCollection(String, reason: String)
+    /// A `Collection/key` id could not be parsed.
+    case invalidID(String, reason: String)
+    /// The directory is not a store, or cannot be used as one.
+    case notAStore(path: String, reason: String)
+    /// The object's bytes do not decode as the requested type.
+    case undecodable(ObjectID, type: String, reason: String)
+    /// The object's file extension names no codec this store knows.
+    case unknownCodec(ObjectID, fileExtension: String)
+    /// Encoding the model failed.
+    case unencodable(ObjectID, type: String, reason: String)
+    /// The object was written by a newer schema than the type declares.
+    case newerSchema(ObjectID, stored: Int, supported: Int)
+    /// The type's migration from an older schema failed; the file was left as it is.
+    case migrationFailed(ObjectID, from: Int, reason: String)
+    /// No such object, or no such version of it.
+    case notFound(ObjectID, version: Int?)
+    /// The version existed but retention has since dropped its contents.
+    case versionNotKept(ObjectID, version: Int, limit: Int)
+    /// Input from outside (a command-line value, a file to put) was refused.
+    case invalidInput(String)
+    /// A symlink was found where the store expects a file or directory; it was not followed.
+    case symlinkRefused(path: String)
+    /// A system call failed.
+    case system(SystemCallError)
+    /// The manifest database reported an error.
+    case manifest(String)
+
+    public var description: String {
+        switch self {
+        case .invalidKey(let key, let reason):
+            return "invalid key \(quoted(key)): \(reason)"
+        case .invalidCollection(let name, let reason):
+            return "invalid collection \(quoted(name)): \(reason)"
+        case .invalidID(let text, let reason):
+            return "invalid id \(quoted(text)): \(reason)"
+        case .notAStore(let path, let reason):
+            return "\(path) is not a usable store: \(reason)"
+        case .undecodable(let id, let type, let reason):
+            return "\(id) cannot be loaded as \(type): \(reason)"
+        case .unknownCodec(let id, let ext):
+            let shown = ext.isEmpty ? "no extension" : "extension '.\(ext)'"
+            return "\(id) has \(shown), which names no known codec (json, plist)"
+        case .unencodable(let id, let type, let reason):
+            return "\(id) cannot be saved as \(type): \(reason)"
+        case .newerSchema(let id, let stored, let supported):
+            return "\(id) was written with schema version \(stored), newer than the \(supported) this program knows; update the program"
+        case .migrationFailed(let id, let from, let reason):
+            return "\(id) could not be migrated from schema version \(from) and was left untouched: \(reason)"
+        case .notFound(let id, let version):
+            if let version { return "\(id) has no version \(version)" }
+            return "\(id) does not exist"
+        case .versionNotKept(let id, let version, let limit):
+            return "version \(version) of \(id) is no longer kept (history keeps the last \(limit) versions)"
+        case .invalidInput(let message):
+            return message
+        case .symlinkRefused(let path):
+            return "\(path) is a symlink; the store does not follow symlinks"
+        case .system(let error):
+            return error.description
+        case .manifest(let message):
+            return "manifest error: \(message)"
+        }
+    }
+
+    /// True when the failure lies in what the caller passed in, not in the store or the system.
+    public var isBadInput: Bool {
+        switch self {
+        case .invalidKey, .invalidCollection, .invalidID, .invalidInput, .notAStore, .notFound, .versionNotKept,
+            .unknownCodec, .undecodable, .unencodable:
+            return true
+        default:
+            return false
+        }
+    }
+
+    private func quoted(_ text: String) -> String {
+        let shown = text.count > 80 ? String(text.prefix(80)) + "…" : text
+        return "'" + shown.unicodeScalars.map { $0.properties.generalCategory == .control ? $0.escaped(asASCII: true) : String($0) }.joined() + "'"
+    }
+}
+
+extension ArchiveError {
+    /// Wraps errors from the layers below into ``ArchiveError``.
+    static func wrap(_ error: any Error) -> ArchiveError {
+        switch error {
+        case let error as ArchiveError: return error
+        case let error as SystemCallError:
+            if error.errno == ELOOP { return .symlinkRefused(path: error.path) }
+            return .system(error)
+        case let error as SQLiteError: return .manifest(error.description)
+        default: return .invalidInput(String(describing: error))
+        }
+    }
+}
+
+#if canImport(Glibc)
+    import Glibc
+#endif

@@ -1,0 +1,390 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A directory of Codable models, one archive file per object, with a versioned manifest.
+///
+/// ```swift
+/// let store = try ArchiveStore(directory: "./store")            // creates it if missing
+/// try store.save(person, forKey: "person1")                     // ./store/Person/person1.json
+/// let p = try store.load(Person.self, forKey: "person1")        // nil when absent
+/// let versions = try store.history(of: Person.self, forKey: "person1")
+/// try store.restore(Person.self, forKey: "person1", version: 1)
+/// ```
+///
+/// Writes are atomic and durable: each object is written to a temp file in its collection's
+/// directory, flushed, renamed over the old file, and the directory is flushed, before the
+/// manifest records the new version. A process killed at any moment leaves each object old
+/// or new, never half-written; the next open finishes the bookkeeping.
+///
+/// One store may be used from many threads and tasks at once, and by several processes at
+/// once: SQLite's write lock orders every write, so no process loses another's write (the
+/// earlier one stays in history).
+public final class ArchiveStore: Sendable {
+    /// Settings for opening a store.
+    public struct Options: Sendable {
+        /// The codec new objects are written in. Default: JSON.
+        public var codec: ArchiveCodec
+        /// Per-collection codecs, overriding ``codec``: `["Thumbnail": .propertyList]`.
+        public var collectionCodecs: [String: ArchiveCodec]
+        /// How many versions of each object history keeps. nil keeps the store's setting
+        /// (10 for a new store); a number changes it for every later write.
+        public var historyLimit: Int?
+        /// Create the directory and the store when missing. Default: true.
+        public var create: Bool
+
+        public init(codec: ArchiveCodec = .json, collectionCodecs: [String: ArchiveCodec] = [:], historyLimit: Int? = nil, create: Bool = true) {
+            self.codec = codec
+            self.collectionCodecs = collectionCodecs
+            self.historyLimit = historyLimit
+            self.create = create
+        }
+    }
+
+    /// The store's directory, as given.
+    public let path: String
+    /// This store's replica id, made when it was created.
+    public var replica: ReplicaID { manifest.replica }
+    /// How many versions of each object history keeps.
+    public var historyLimit: Int { manifest.historyLimit }
+
+    let options: Options
+    let manifest: Manifest
+    /// The store's root directory, opened once: every other name is resolved from it.
+    let root: Int32
+
+    /// Opens the store in `directory`, creating it when missing (unless `options.create` is false).
+    ///
+    /// Opening finishes any write that a killed process left half-recorded: it removes that
+    /// process's temp files and records what its renames left on disk.
+    public init(directory: String, options: Options = Options()) throws {
+        if let limit = options.historyLimit, limit < 1 {
+            throw ArchiveError.invalidInput("the history limit must be at least 1, not \(limit)")
+        }
+        self.path = directory
+        self.options = options
+        do {
+            if options.create {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            }
+            let rootHandle: FileHandle
+            do {
+                rootHandle = try FileSystem.openDirectory(directory, path: directory, followSymlink: true)
+            } catch let error as SystemCallError where error.errno == ENOENT || error.errno == ENOTDIR {
+                throw ArchiveError.notAStore(path: directory, reason: error.errno == ENOENT ? "it does not exist" : "it is not a directory")
+            }
+            root = rootHandle.fd
+            let metadata = FileName.metadataDirectory
+            switch try FileSystem.status(metadata, in: root, path: directory + "/" + metadata)?.kind {
+            case .directory?: break
+            case nil where options.create:
+                try FileSystem.makeDirectory(metadata, in: root, path: directory + "/" + metadata)
+                try FileSystem.sync(root, path: directory)
+            case nil:
+                throw ArchiveError.notAStore(path: directory, reason: "it has no \(metadata) directory (run `archive-sync init \(directory)` to make it a store)")
+            case .symlink?:
+                throw ArchiveError.symlinkRefused(path: directory + "/" + metadata)
+            default:
+                throw ArchiveError.notAStore(path: directory, reason: "\(metadata) is not a directory")
+            }
+            // SQLite opens by path: the resolved one, so that its no-symlink rule applies inside the store only.
+            guard let resolved = realpath(directory, nil) else { throw SystemCallError(call: "realpath", path: directory, errno: errno) }
+            defer { free(resolved) }
+            manifest = try Manifest(path: String(cString: resolved) + "/\(metadata)/manifest.sqlite", historyLimit: options.historyLimit)
+        } catch {
+            throw ArchiveError.wrap(error)
+        }
+        try recoverInterruptedWrites()
+    }
+
+    deinit { close(root) }
+
+    // MARK: - Typed API
+
+    /// The collection a type is stored in by default: its name, such as `Person`.
+    public static func collectionName<T>(of type: T.Type) -> String {
+        String(describing: type)
+    }
+
+    /// Saves `value` as the next version of `key` in its type's collection.
+    ///
+    /// Saving a value equal to the current one (the same bytes) records no new version.
+    /// - Returns: the object's version after the save.
+    @discardableResult
+    public func save<T: Encodable>(_ value: T, forKey key: String, in collection: String? = nil) throws -> Int {
+        let id = try ObjectID(collection: collection ?? Self.collectionName(of: T.self), key: key)
+        return try apply([prepare(value, as: id)])[0]
+    }
+
+    /// Loads the object `key` as a `T`, or returns nil when there is no such object.
+    ///
+    /// Throws ``ArchiveError/undecodable(_:type:reason:)`` when its bytes are not a `T`,
+    /// ``ArchiveError/unknownCodec(_:fileExtension:)`` when its file's extension names no
+    /// codec, and the migration errors of ``VersionedModel``. A bad object never affects others.
+    public func load<T: Decodable>(_ type: T.Type, forKey key: String, in collection: String? = nil) throws -> T? {
+        let id = try ObjectID(collection: collection ?? Self.collectionName(of: T.self), key: key)
+        guard let (data, file) = try readCurrent(id) else { return nil }
+        return try decode(type, id: id, file: file, data: data)
+    }
+
+    /// Removes `key` from its type's collection; its history is kept. Removing an absent object does nothing.
+    public func remove<T>(_ type: T.Type, forKey key: String, in collection: String? = nil) throws {
+        try remove(ObjectID(collection: collection ?? Self.collectionName(of: T.self), key: key))
+    }
+
+    /// The keys of every object in the type's collection, sorted.
+    public func keys<T>(of type: T.Type, in collection: String? = nil) throws -> [String] {
+        let name = collection ?? Self.collectionName(of: T.self)
+        if let reason = ObjectID.problem(with: name, isCollection: true) { throw ArchiveError.invalidCollection(name, reason: reason) }
+        return try withManifest { try $0.read { try $0.keys(in: name) } }
+    }
+
+    /// Removes every object in exactly the type's collection (`Person`, never `PersonModel`),
+    /// as one batch with one durability barrier. History is kept.
+    public func removeAll<T>(of type: T.Type, in collection: String? = nil) throws {
+        let name = collection ?? Self.collectionName(of: T.self)
+        if let reason = ObjectID.problem(with: name, isCollection: true) { throw ArchiveError.invalidCollection(name, reason: reason) }
+        let live = try withManifest { try $0.read { try $0.keys(in: name) } }
+        try apply(live.map { PendingWrite(id: ObjectID(unchecked: name, key: $0), file: "", content: nil) })
+    }
+
+    /// Saves and removes many objects with one durability barrier: all are written, flushed
+    /// together, renamed, and recorded in one manifest transaction.
+    ///
+    /// ```swift
+    /// try store.batch { tx in
+    ///     for p in people { try tx.save(p, forKey: p.id) }
+    /// }
+    /// ```
+    /// If `body` throws, nothing is written.
+    public func batch(_ body: (ArchiveBatch) throws -> Void) throws {
+        let batch = ArchiveBatch(store: self)
+        try body(batch)
+        try apply(batch.writes)
+    }
+
+    /// The kept versions of `key`, oldest first (the current version is the last).
+    public func history<T>(of type: T.Type, forKey key: String, in collection: String? = nil) throws -> [ObjectVersion] {
+        try history(ObjectID(collection: collection ?? Self.collectionName(of: T.self), key: key))
+    }
+
+    /// Makes the contents of `version` the object's next version, after checking they decode as `T`.
+    /// History is never rewritten: restoring version 2 of an object at version 5 makes version 6.
+    /// - Returns: the object's version after the restore.
+    @discardableResult
+    public func restore<T: Decodable>(_ type: T.Type, forKey key: String, version: Int, in collection: String? = nil) throws -> Int {
+        let id = try ObjectID(collection: collection ?? Self.collectionName(of: T.self), key: key)
+        let (kept, data) = try keptVersion(id, version)
+        _ = try decode(type, id: id, file: kept.file, data: data)
+        return try apply([PendingWrite(id: id, file: kept.file, content: data, schemaVersion: kept.schemaVersion)])[0]
+    }
+
+    /// Rewrites every object of the type's collection saved with an older schema in the
+    /// current one. Objects that fail to migrate are left untouched and reported by key.
+    public func migrateAll<T: VersionedModel>(of type: T.Type, in collection: String? = nil) throws -> MigrationReport {
+        let name = collection ?? Self.collectionName(of: T.self)
+        if let reason = ObjectID.problem(with: name, isCollection: true) { throw ArchiveError.invalidCollection(name, reason: reason) }
+        let stale = try withManifest {
+            try $0.read { try $0.objects(in: name).filter { !$0.isDeleted && ($0.schemaVersion ?? T.schemaVersion) < T.schemaVersion } }
+        }
+        var report = MigrationReport()
+        var writes: [PendingWrite] = []
+        for record in stale {
+            do {
+                guard let value = try load(type, forKey: record.id.key, in: name) else { continue }
+                writes.append(try prepare(value, as: record.id))
+                report.migrated.append(record.id.key)
+            } catch {
+                report.failed.append(.init(key: record.id.key, reason: ArchiveError.wrap(error).description))
+            }
+        }
+        try apply(writes)
+        return report
+    }
+
+    // MARK: - Untyped API, by id (the command line's)
+
+    /// Stores `data` as the next version of `id`, after checking it is well-formed in `codec`.
+    @discardableResult
+    public func put(_ data: Data, as id: ObjectID, codec: ArchiveCodec = .json) throws -> Int {
+        do {
+            try codec.validate(data)
+        } catch {
+            throw ArchiveError.invalidInput("the input for \(id) is not valid \(codec == .json ? "JSON" : "property list"): \(Self.reason(error))")
+        }
+        let file = FileName.join(stem: FileName.encode(id.key), extension: codec.fileExtension)
+        return try apply([PendingWrite(id: id, file: file, content: data, schemaVersion: nil)])[0]
+    }
+
+    /// The bytes of `id`'s current file, or of a kept `version`.
+    public func data(for id: ObjectID, version: Int? = nil) throws -> Data {
+        if let version { return try keptVersion(id, version).1 }
+        guard let (data, _) = try readCurrent(id) else { throw ArchiveError.notFound(id, version: nil) }
+        return data
+    }
+
+    /// Removes `id`; its history is kept. Removing an absent object does nothing.
+    public func remove(_ id: ObjectID) throws {
+        try apply([PendingWrite(id: id, file: "", content: nil)])
+    }
+
+    /// The kept versions of `id`, oldest first; throws ``ArchiveError/notFound(_:version:)`` for an unknown id.
+    public func history(_ id: ObjectID) throws -> [ObjectVersion] {
+        let versions = try withManifest { try $0.read { try $0.history(id) } }
+        if versions.isEmpty { throw ArchiveError.notFound(id, version: nil) }
+        return versions
+    }
+
+    /// Makes the contents of `version` the next version of `id`, without decoding them.
+    @discardableResult
+    public func restore(_ id: ObjectID, version: Int) throws -> Int {
+        let (kept, data) = try keptVersion(id, version)
+        return try apply([PendingWrite(id: id, file: kept.file, content: data, schemaVersion: kept.schemaVersion)])[0]
+    }
+
+    // MARK: - Reading
+
+    /// The configured codec for a collection.
+    func codec(for collection: String) -> ArchiveCodec {
+        options.collectionCodecs[collection] ?? options.codec
+    }
+
+    /// The current file's bytes and name, or nil when the object does not exist.
+    private func readCurrent(_ id: ObjectID) throws -> (Data, String)? {
+        do {
+            let directoryName = FileName.encode(id.collection)
+            let directory: FileHandle
+            do {
+                directory = try FileSystem.openDirectory(directoryName, in: root, path: path + "/" + directoryName)
+            } catch let error as SystemCallError where error.errno == ENOENT {
+                return nil
+            }
+            defer { directory.close() }
+            let stem = FileName.encode(id.key)
+            let preferred = FileName.join(stem: stem, extension: codec(for: id.collection).fileExtension)
+            if let data = try FileSystem.readFile(preferred, in: directory.fd, path: self.path + "/" + directoryName + "/" + preferred) {
+                return (data, preferred)
+            }
+            // Stored in another codec (or under a name from before a codec change): ask the manifest.
+            guard let record = try manifest.read({ try $0.object(id) }), !record.isDeleted, record.file != preferred,
+                let data = try FileSystem.readFile(record.file, in: directory.fd, path: self.path + "/" + directoryName + "/" + record.file)
+            else { return nil }
+            return (data, record.file)
+        } catch {
+            throw ArchiveError.wrap(error)
+        }
+    }
+
+    private func keptVersion(_ id: ObjectID, _ version: Int) throws -> (ObjectVersion, Data) {
+        try withManifest {
+            try $0.read { tx in
+                let versions = try tx.history(id)
+                guard let kept = versions.first(where: { $0.version == version }) else {
+                    if let oldest = versions.first?.version, version >= 1, version < oldest {
+                        throw ArchiveError.versionNotKept(id, version: version, limit: tx.historyLimit)
+                    }
+                    throw ArchiveError.notFound(id, version: version)
+                }
+                guard let hash = kept.hash else {
+                    throw ArchiveError.invalidInput("version \(version) of \(id) is a delete; it has no contents")
+                }
+                guard let data = try tx.content(hash) else {
+                    throw ArchiveError.versionNotKept(id, version: version, limit: tx.historyLimit)
+                }
+                return (kept, data)
+            }
+        }
+    }
+
+    private func decode<T: Decodable>(_ type: T.Type, id: ObjectID, file: String, data: Data) throws -> T {
+        let ext = FileName.split(file).extension
+        guard let codec = ArchiveCodec(fileExtension: ext) else { throw ArchiveError.unknownCodec(id, fileExtension: String(ext)) }
+        if let versioned = T.self as? any VersionedModel.Type {
+            return try decodeVersioned(versioned, id: id, codec: codec, data: data) as! T
+        }
+        do {
+            return try codec.decode(type, from: data)
+        } catch {
+            throw ArchiveError.undecodable(id, type: String(reflecting: type), reason: Self.reason(error))
+        }
+    }
+
+    private func decodeVersioned<V: VersionedModel>(_ type: V.Type, id: ObjectID, codec: ArchiveCodec, data: Data) throws -> V {
+        let stored = try withManifest { try $0.read { try $0.object(id)?.schemaVersion } } ?? V.schemaVersion
+        if stored > V.schemaVersion { throw ArchiveError.newerSchema(id, stored: stored, supported: V.schemaVersion) }
+        if stored == V.schemaVersion {
+            do {
+                return try codec.decode(type, from: data)
+            } catch {
+                throw ArchiveError.undecodable(id, type: String(reflecting: type), reason: Self.reason(error))
+            }
+        }
+        do {
+            return try codec.decode(Migrating<V>.self, from: data, userInfo: [.archiveSchemaVersion: stored]).value
+        } catch {
+            throw ArchiveError.migrationFailed(id, from: stored, reason: Self.reason(error))
+        }
+    }
+
+    /// One sentence for a decoding failure, naming the coding path.
+    static func reason(_ error: any Error) -> String {
+        func at(_ context: DecodingError.Context) -> String {
+            let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+            return path.isEmpty ? "" : " at \(path)"
+        }
+        switch error {
+        case DecodingError.keyNotFound(let key, let context):
+            return "the key '\(key.stringValue)' is missing\(at(context))"
+        case DecodingError.typeMismatch(let type, let context):
+            return "expected \(type)\(at(context)): \(context.debugDescription)"
+        case DecodingError.valueNotFound(let type, let context):
+            return "expected \(type) but found null\(at(context))"
+        case DecodingError.dataCorrupted(let context):
+            let underlying = (context.underlyingError as NSError?).map { " (\($0.localizedDescription))" } ?? ""
+            return "the data is corrupt\(at(context)): \(context.debugDescription)\(underlying)"
+        default:
+            return String(describing: error)
+        }
+    }
+
+    /// Runs `body`, turning lower-level errors into ``ArchiveError``.
+    func withManifest<T>(_ body: (Manifest) throws -> T) throws -> T {
+        do { return try body(manifest) } catch { throw ArchiveError.wrap(error) }
+    }
+}
+
+/// Saves and removes collected by ``ArchiveStore/batch(_:)``, applied together when its body returns.
+public final class ArchiveBatch {
+    private let store: ArchiveStore
+    fileprivate(set) var writes: [PendingWrite] = []
+
+    fileprivate init(store: ArchiveStore) { self.store = store }
+
+    /// Adds a save of `value` as `key` in its type's collection.
+    public func save<T: Encodable>(_ value: T, forKey key: String, in collection: String? = nil) throws {
+        let id = try ObjectID(collection: collection ?? ArchiveStore.collectionName(of: T.self), key: key)
+        writes.append(try store.prepare(value, as: id))
+    }
+
+    /// Adds a removal of `key` from its type's collection.
+    public func remove<T>(_ type: T.Type, forKey key: String, in collection: String? = nil) throws {
+        let id = try ObjectID(collection: collection ?? ArchiveStore.collectionName(of: T.self), key: key)
+        writes.append(PendingWrite(id: id, file: "", content: nil))
+    }
+}
+
+/// What ``ArchiveStore/migrateAll(of:in:)`` did.
+public struct MigrationReport: Sendable, Codable {
+    public struct Failure: Sendable, Codable, Equatable {
+        public let key: String
+        public let reason: String
+    }
+
+    /// Keys rewritten in the current schema.
+    public var migrated: [String] = []
+    /// Keys that could not be migrated, left untouched.
+    public var failed: [Failure] = []
+}

@@ -1,0 +1,111 @@
+import Crypto
+import Foundation
+
+/// The on-disk name rules, in one place: how a key or a collection name becomes a file or
+/// directory name, and back.
+///
+/// - Bytes a file name cannot hold or that would change its meaning are percent-encoded as
+///   `%XX` (upper-case hex): `/`, NUL, control bytes (0x01–0x1F, 0x7F), `%` itself, and a
+///   leading `.` (so no name is ever `.`, `..`, hidden, or a reserved temp name).
+/// - Every other byte, including any non-ASCII UTF-8, is kept, so names stay readable.
+/// - A name longer than ``maximumStemBytes`` keeps a readable prefix and ends in `%~` and 32
+///   hex digits of the key's SHA-256. `%~` never appears in a short name, so the two forms
+///   cannot collide; the real key of a long name is in the manifest.
+enum FileName {
+    /// Longest encoded name kept whole; leaves room for `.` and an extension within 255 bytes.
+    static let maximumStemBytes = 240
+    /// Length of the readable prefix kept in a long name.
+    static let longPrefixBytes = 190
+    /// Marks a long (hashed) name.
+    static let longMarker = "%~"
+    /// Temp files start with this; the store, scans and sync ignore and clean them.
+    static let tempPrefix = ".archive-sync-tmp."
+    /// Store metadata lives in this directory at the root of a store.
+    static let metadataDirectory = ".archive-sync"
+
+    private static let hexDigits = Array("0123456789ABCDEF".utf8)
+
+    /// The file-name stem for `key`: reversible for short keys, prefix + hash for long ones.
+    static func encode(_ key: String) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(key.utf8.count)
+        var first = true
+        for byte in key.utf8 {
+            if needsEscape(byte, first: first) {
+                out.append(UInt8(ascii: "%"))
+                out.append(hexDigits[Int(byte >> 4)])
+                out.append(hexDigits[Int(byte & 0xF)])
+            } else {
+                out.append(byte)
+            }
+            first = false
+        }
+        if out.count <= maximumStemBytes {
+            return String(decoding: out, as: UTF8.self)
+        }
+        var cut = longPrefixBytes
+        // Never split an escape (`%XX`) or a multi-byte UTF-8 character.
+        while cut > 0, out[cut] & 0xC0 == 0x80 { cut -= 1 }
+        if cut >= 1, out[cut - 1] == UInt8(ascii: "%") {
+            cut -= 1
+        } else if cut >= 2, out[cut - 2] == UInt8(ascii: "%") {
+            cut -= 2
+        }
+        let digest = SHA256.hash(data: Data(key.utf8))
+        let hex = digest.prefix(16).map { String(format: "%02x", $0) }.joined()
+        return String(decoding: out[..<cut], as: UTF8.self) + longMarker + hex
+    }
+
+    /// The key a stem encodes, or nil when the stem is a long (hashed) name or is not one
+    /// that ``encode(_:)`` would produce.
+    static func decode(_ stem: Substring) -> String? {
+        guard !stem.isEmpty, !stem.contains(longMarker) else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(stem.utf8.count)
+        var iterator = stem.utf8.makeIterator()
+        while let byte = iterator.next() {
+            if byte == UInt8(ascii: "%") {
+                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+                    return nil
+                }
+                bytes.append(high << 4 | low)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        guard let key = String(validating: bytes, as: UTF8.self) else { return nil }
+        // Only canonical names count: `%41` for `A` is not a name the store writes.
+        return encode(key) == stem ? key : nil
+    }
+
+    /// `stem.ext`, or `stem` alone when there is no extension.
+    static func join(stem: String, extension ext: String) -> String {
+        ext.isEmpty ? stem : stem + "." + ext
+    }
+
+    /// Splits a file name at its last `.` into stem and extension.
+    static func split(_ name: String) -> (stem: Substring, extension: Substring) {
+        guard let dot = name.lastIndex(of: "."), dot != name.startIndex else {
+            return (name[...], "")
+        }
+        return (name[..<dot], name[name.index(after: dot)...])
+    }
+
+    /// True for names that are never objects: dot files, including temp files and `.archive-sync`.
+    static func isReserved(_ name: String) -> Bool {
+        name.utf8.first == UInt8(ascii: ".")
+    }
+
+    private static func needsEscape(_ byte: UInt8, first: Bool) -> Bool {
+        byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "/") || byte == UInt8(ascii: "%")
+            || (first && byte == UInt8(ascii: "."))
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,257 @@
+import CArchiveShims
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A system call that failed: which call, on what path, and the `errno` it set.
+public struct SystemCallError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The C function that failed, such as `openat` or `fsync`.
+    public let call: String
+    /// The path the call was working on.
+    public let path: String
+    /// The `errno` value the call set.
+    public let errno: Int32
+
+    public var description: String {
+        "\(call)(\(path)) failed: \(String(cString: strerror(errno)))"
+    }
+}
+
+/// What a scan compares to tell whether a file changed: size, modification time and inode.
+struct FileStamp: Equatable, Sendable {
+    var size: Int64
+    var mtimeNanoseconds: Int64
+    var inode: UInt64
+}
+
+extension FileStamp {
+    init(_ info: stat) {
+        size = Int64(info.st_size)
+        mtimeNanoseconds = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+        inode = UInt64(info.st_ino)
+    }
+}
+
+/// What `fstatat` says about one directory entry, without following a symlink.
+struct FileStatus {
+    enum Kind { case regular, directory, symlink, other }
+    var kind: Kind
+    var stamp: FileStamp
+}
+
+/// An open file descriptor. The owner closes it, once.
+struct FileHandle {
+    let fd: Int32
+    let path: String
+
+    func close() { _ = Glibc.close(fd) }
+}
+
+/// Thin, typed wrappers over the POSIX calls the store needs.
+///
+/// Every name is resolved relative to an open directory with `O_NOFOLLOW`, so that nothing
+/// inside a store can send a read or a write through a symlink to somewhere else.
+enum FileSystem {
+    /// Retries `body` while it fails with `EINTR`; throws a ``SystemCallError`` on any other failure.
+    @discardableResult
+    static func check(_ call: String, _ path: @autoclosure () -> String, _ body: () -> Int32) throws -> Int32 {
+        while true {
+            let result = body()
+            if result >= 0 { return result }
+            if errno == EINTR { continue }
+            throw SystemCallError(call: call, path: path(), errno: errno)
+        }
+    }
+
+    /// Opens a directory. The corresponding C function is `openat` with `O_DIRECTORY`.
+    ///
+    /// - Parameters:
+    ///   - name: the name, relative to `parent` (or a path when `parent` is `AT_FDCWD`).
+    ///   - parent: the directory `name` is in.
+    ///   - followSymlink: false refuses a symlink (the call fails with `ELOOP` or `ENOTDIR`).
+    static func openDirectory(_ name: String, in parent: Int32 = AT_FDCWD, path: String, followSymlink: Bool = false) throws -> FileHandle {
+        var flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC
+        if !followSymlink { flags |= O_NOFOLLOW }
+        let fd = try check("open", path) { openat(parent, name, flags) }
+        return FileHandle(fd: fd, path: path)
+    }
+
+    /// Creates a directory if it does not exist. The corresponding C function is `mkdirat`.
+    /// - Returns: true when the directory was created by this call.
+    @discardableResult
+    static func makeDirectory(_ name: String, in parent: Int32, path: String) throws -> Bool {
+        if mkdirat(parent, name, 0o755) == 0 { return true }
+        if errno == EEXIST { return false }
+        throw SystemCallError(call: "mkdir", path: path, errno: errno)
+    }
+
+    /// Reads a whole regular file, or returns nil when it does not exist.
+    ///
+    /// The corresponding C functions are `openat` (with `O_NOFOLLOW`), `fstat` and `read`.
+    static func readFile(_ name: String, in directory: Int32, path: @autoclosure () -> String) throws -> Data? {
+        let fd = openat(directory, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        if fd < 0 {
+            if errno == ENOENT { return nil }
+            throw SystemCallError(call: "open", path: path(), errno: errno)
+        }
+        defer { _ = Glibc.close(fd) }
+        var info = stat()
+        try check("fstat", path()) { fstat(fd, &info) }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw SystemCallError(call: "open", path: path(), errno: EISDIR)
+        }
+        var capacity = max(Int(info.st_size), 0) + 1
+        var data = Data(count: capacity)
+        var count = 0
+        while true {
+            if count == capacity {
+                capacity *= 2
+                data.count = capacity
+            }
+            let n = data.withUnsafeMutableBytes { buffer in
+                read(fd, buffer.baseAddress! + count, capacity - count)
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw SystemCallError(call: "read", path: path(), errno: errno)
+            }
+            if n == 0 { break }
+            count += n
+        }
+        data.count = count
+        return data
+    }
+
+    /// Creates `name` (which must not exist) and writes `data` to it; with `sync`, also
+    /// `fdatasync`s it. The corresponding C functions are `openat`, `write`, `fdatasync` and `fstat`.
+    /// - Returns: the new file's stamp.
+    static func writeNewFile(_ name: String, in directory: Int32, data: Data, sync: Bool, path: @autoclosure () -> String) throws -> FileStamp {
+        let fd = try check("open", path()) {
+            openat(directory, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        }
+        let handle = FileHandle(fd: fd, path: "")
+        defer { handle.close() }
+        var written = 0
+        try data.withUnsafeBytes { buffer in
+            while written < buffer.count {
+                let n = write(handle.fd, buffer.baseAddress! + written, buffer.count - written)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw SystemCallError(call: "write", path: path(), errno: errno)
+                }
+                written += n
+            }
+        }
+        if sync { try check("fdatasync", path()) { fdatasync(handle.fd) } }
+        var info = stat()
+        try check("fstat", path()) { fstat(handle.fd, &info) }
+        return FileStamp(info)
+    }
+
+    /// Flushes a file or directory to stable storage. The corresponding C function is `fsync`.
+    static func sync(_ fd: Int32, path: @autoclosure () -> String) throws {
+        try check("fsync", path()) { fsync(fd) }
+    }
+
+    /// Flushes the whole file system that holds `fd`. The corresponding C function is `syncfs`.
+    static func syncFileSystem(_ fd: Int32, path: @autoclosure () -> String) throws {
+        try check("syncfs", path()) { archive_syncfs(fd) }
+    }
+
+    /// Atomically replaces `to` with `from`, both in `directory`. The corresponding C function is `renameat`.
+    static func rename(_ from: String, to: String, in directory: Int32, path: @autoclosure () -> String) throws {
+        try check("rename", path()) { renameat(directory, from, directory, to) }
+    }
+
+    /// Removes a file; a file already gone is not an error. The corresponding C function is `unlinkat`.
+    /// - Returns: true when this call removed the file.
+    @discardableResult
+    static func removeFile(_ name: String, in directory: Int32, path: @autoclosure () -> String) throws -> Bool {
+        if unlinkat(directory, name, 0) == 0 { return true }
+        if errno == ENOENT { return false }
+        throw SystemCallError(call: "unlink", path: path(), errno: errno)
+    }
+
+    /// Describes an entry without following a symlink, or returns nil when it does not exist.
+    /// The corresponding C function is `fstatat` with `AT_SYMLINK_NOFOLLOW`.
+    static func status(_ name: String, in directory: Int32, path: @autoclosure () -> String) throws -> FileStatus? {
+        var info = stat()
+        if fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) != 0 {
+            if errno == ENOENT { return nil }
+            throw SystemCallError(call: "stat", path: path(), errno: errno)
+        }
+        let kind: FileStatus.Kind
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: kind = .regular
+        case S_IFDIR: kind = .directory
+        case S_IFLNK: kind = .symlink
+        default: kind = .other
+        }
+        return FileStatus(kind: kind, stamp: FileStamp(info))
+    }
+
+    /// One entry of a directory listing.
+    struct DirectoryEntry {
+        var name: String
+        /// `DT_REG`, `DT_DIR`, `DT_LNK` and so on; `DT_UNKNOWN` when the file system does not say.
+        var type: UInt8
+    }
+
+    /// Lists a directory, leaving out `.` and `..`.
+    /// The corresponding C functions are `fdopendir` and `readdir`.
+    static func listDirectory(_ directory: Int32, path: @autoclosure () -> String) throws -> [DirectoryEntry] {
+        let copy = try check("dup", path()) { dup(directory) }
+        guard let stream = fdopendir(copy) else {
+            let error = errno
+            _ = Glibc.close(copy)
+            throw SystemCallError(call: "opendir", path: path(), errno: error)
+        }
+        defer { closedir(stream) }
+        rewinddir(stream)
+        var entries: [DirectoryEntry] = []
+        while true {
+            errno = 0
+            guard let entry = readdir(stream) else {
+                if errno != 0 { throw SystemCallError(call: "readdir", path: path(), errno: errno) }
+                return entries
+            }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name == "." || name == ".." { continue }
+            entries.append(DirectoryEntry(name: name, type: entry.pointee.d_type))
+        }
+    }
+}
+
+/// This process, named so that another process can tell whether it still runs.
+///
+/// A pid alone can be reused; the pid with the process's start time (field 22 of
+/// `/proc/PID/stat`) cannot, within one boot.
+struct ProcessIdentity: Equatable, Sendable {
+    var pid: Int32
+    var startTime: Int64
+
+    static let current = ProcessIdentity(pid: getpid(), startTime: startTime(of: getpid()) ?? 0)
+
+    /// True when this process is still running (or its liveness cannot be ruled out).
+    var isRunning: Bool {
+        guard kill(pid, 0) == 0 || errno == EPERM else { return false }
+        guard let start = ProcessIdentity.startTime(of: pid) else { return true }
+        return start == startTime
+    }
+
+    private static func startTime(of pid: Int32) -> Int64? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = text.lastIndex(of: ")")
+        else { return nil }
+        // Fields after the command name, which may itself contain spaces and parentheses.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        // Field 3 (state) is fields[0]; field 22 (starttime) is fields[19].
+        return fields.count > 19 ? Int64(fields[19]) : nil
+    }
+}

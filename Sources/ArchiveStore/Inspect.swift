@@ -1,0 +1,175 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A store's summary, as `archive-sync status` prints it.
+public struct StoreStatus: Sendable, Codable {
+    public let path: String
+    public let replica: ReplicaID
+    /// Live objects (tombstones not counted).
+    public let objects: Int
+    /// Total size of live objects' files, in bytes.
+    public let bytes: Int
+    public let collections: Int
+    /// The store-wide change sequence number: how many changes have been recorded.
+    public let sequence: Int
+    /// When a scan last finished, if one ever did.
+    public let lastScan: Date?
+    public let historyLimit: Int
+}
+
+/// One object as `archive-sync ls` lists it.
+public struct ObjectSummary: Sendable, Codable {
+    public let id: ObjectID
+    public let version: Int
+    public let size: Int
+    public let modified: Date
+    public let hash: ContentHash?
+    public let file: String
+}
+
+/// One collection as `archive-sync ls` lists it.
+public struct CollectionSummary: Sendable, Codable {
+    public let name: String
+    public let objects: Int
+    public let bytes: Int
+}
+
+/// What ``ArchiveStore/verify()`` found.
+public struct VerifyReport: Sendable, Codable {
+    /// One mismatch between the manifest and the disk.
+    public struct Problem: Sendable, Codable, Equatable {
+        public enum Kind: String, Sendable, Codable {
+            /// Content changed but the stamp did not: bit rot, or a tool that restored the mtime.
+            case corrupt
+            /// Content and stamp changed: an edit not yet recorded (run `scan`).
+            case edited
+            /// The manifest has the object; the disk does not.
+            case missing
+            /// A file on disk the manifest does not know (run `scan`).
+            case untracked
+            /// A kept history content whose bytes no longer match its hash.
+            case corruptHistory
+            /// The file could not be read.
+            case unreadable
+        }
+
+        public let id: String
+        public let kind: Kind
+        public let detail: String
+    }
+
+    /// Objects whose content matched.
+    public var verified = 0
+    /// History contents whose hash matched.
+    public var verifiedHistory = 0
+    public var problems: [Problem] = []
+    public var isClean: Bool { problems.isEmpty }
+}
+
+extension ArchiveStore {
+    /// The store's summary.
+    public func status() throws -> StoreStatus {
+        try withManifest { manifest in
+            try manifest.read { tx in
+                let totals = try tx.totals()
+                return StoreStatus(
+                    path: path, replica: replica, objects: totals.objects, bytes: totals.bytes,
+                    collections: try tx.collections().count, sequence: try tx.currentSequence(),
+                    lastScan: try tx.meta("last_scan").flatMap { Int64($0) }.map { Date(timeIntervalSince1970: Double($0) / 1e9) },
+                    historyLimit: historyLimit)
+            }
+        }
+    }
+
+    /// Every live object in `collection`, in key order.
+    public func objects(in collection: String) throws -> [ObjectSummary] {
+        if let reason = ObjectID.problem(with: collection, isCollection: true) { throw ArchiveError.invalidCollection(collection, reason: reason) }
+        return try withManifest { manifest in
+            try manifest.read { tx in
+                try tx.objects(in: collection).filter { !$0.isDeleted }.map {
+                    ObjectSummary(id: $0.id, version: $0.version, size: $0.size, modified: Date(timeIntervalSince1970: Double($0.modified) / 1e9), hash: $0.hash, file: $0.file)
+                }
+            }
+        }
+    }
+
+    /// Every collection with live objects, with counts and sizes.
+    public func collections() throws -> [CollectionSummary] {
+        try withManifest { manifest in
+            try manifest.read { tx in
+                var summaries: [String: (Int, Int)] = [:]
+                for record in try tx.objects(in: nil) where !record.isDeleted {
+                    summaries[record.id.collection, default: (0, 0)].0 += 1
+                    summaries[record.id.collection, default: (0, 0)].1 += record.size
+                }
+                return summaries.sorted { $0.key < $1.key }.map { CollectionSummary(name: $0.key, objects: $0.value.0, bytes: $0.value.1) }
+            }
+        }
+    }
+
+    /// Re-hashes every object and every kept history content and compares them with the
+    /// manifest. Changes nothing; ``VerifyReport/isClean`` is false on any mismatch.
+    public func verify() throws -> VerifyReport {
+        do {
+            var report = VerifyReport()
+            let records = try manifest.read { try $0.objects(in: nil) }
+            var byCollection: [String: [ObjectRecord]] = [:]
+            for record in records { byCollection[record.id.collection, default: []].append(record) }
+            for (collection, records) in byCollection.sorted(by: { $0.key < $1.key }) {
+                let directoryName = FileName.encode(collection)
+                let directory = try? FileSystem.openDirectory(directoryName, in: root, path: path + "/" + directoryName)
+                defer { directory?.close() }
+                var tracked: Set<String> = []
+                for record in records {
+                    tracked.insert(record.file)
+                    guard !record.isDeleted else { continue }
+                    let id = record.id.description
+                    let relative = directoryName + "/" + record.file
+                    guard let directory, let status = try FileSystem.status(record.file, in: directory.fd, path: relative), status.kind == .regular else {
+                        report.problems.append(.init(id: id, kind: .missing, detail: "\(relative) is missing"))
+                        continue
+                    }
+                    let data: Data?
+                    do {
+                        data = try FileSystem.readFile(record.file, in: directory.fd, path: relative)
+                    } catch {
+                        report.problems.append(.init(id: id, kind: .unreadable, detail: String(describing: error)))
+                        continue
+                    }
+                    guard let data else {
+                        report.problems.append(.init(id: id, kind: .missing, detail: "\(relative) is missing"))
+                        continue
+                    }
+                    if ContentHash(of: data) == record.hash {
+                        report.verified += 1
+                    } else if status.stamp == record.stamp {
+                        report.problems.append(.init(id: id, kind: .corrupt, detail: "\(relative) changed but its size, mtime and inode did not: bit rot, or a tool that restored the mtime"))
+                    } else {
+                        report.problems.append(.init(id: id, kind: .edited, detail: "\(relative) was edited since the last scan; run `archive-sync scan` to record it"))
+                    }
+                }
+                if let directory {
+                    for entry in try FileSystem.listDirectory(directory.fd, path: directoryName)
+                    where !FileName.isReserved(entry.name) && !tracked.contains(entry.name) && entry.type != DT_DIR {
+                        report.problems.append(.init(id: "\(collection)/\(entry.name)", kind: .untracked, detail: "\(directoryName)/\(entry.name) is not in the manifest; run `archive-sync scan` to record it"))
+                    }
+                }
+            }
+            try manifest.read { tx in
+                try tx.forEachContent { hash, data in
+                    if ContentHash(of: data) == hash {
+                        report.verifiedHistory += 1
+                    } else {
+                        report.problems.append(.init(id: hash.description, kind: .corruptHistory, detail: "kept content \(hash) no longer matches its hash"))
+                    }
+                }
+            }
+            return report
+        } catch {
+            throw ArchiveError.wrap(error)
+        }
+    }
+}

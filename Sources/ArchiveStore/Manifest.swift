@@ -1,0 +1,440 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The manifest's row for one object: what the store believes is on disk.
+struct ObjectRecord: Sendable {
+    var id: ObjectID
+    var file: String
+    var version: Int
+    var vector: VersionVector
+    var hash: ContentHash?
+    var size: Int
+    var stamp: FileStamp?
+    /// The stamp was taken so soon after the file's mtime that a same-size rewrite within the
+    /// same clock tick would not change it; the next scan hashes the file whatever its stamp.
+    var racy: Bool
+    var modified: Int64
+    var isDeleted: Bool
+    var schemaVersion: Int?
+    var sequence: Int
+    var replica: ReplicaID
+}
+
+/// A write in flight: recorded before its temp file exists, removed when the manifest has
+/// recorded the write. One left behind by a dead process tells the next open exactly which
+/// temp files to remove and which objects to reconcile.
+struct WriteIntent: Sendable {
+    struct Entry: Codable, Sendable {
+        var collection: String
+        var key: String
+        /// The file to write, or "" for a delete.
+        var file: String
+        var temp: String?
+        var schemaVersion: Int?
+    }
+
+    var id: Int64
+    var owner: ProcessIdentity
+    var entries: [Entry]
+}
+
+/// The store's version manifest: an SQLite database in WAL mode at
+/// `.archive-sync/manifest.sqlite`. The schema below is the only place it is defined.
+///
+/// Every change to an object, whoever made it, goes through ``ManifestTransaction/record(_:)``.
+final class Manifest: Sendable {
+    static let formatVersion = 1
+    static let defaultHistoryLimit = 10
+
+    private static let schema = """
+        CREATE TABLE IF NOT EXISTS meta(
+            name TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS objects(
+            collection TEXT NOT NULL,
+            key TEXT NOT NULL,
+            file TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            vector TEXT NOT NULL,
+            hash BLOB,
+            size INTEGER NOT NULL,
+            stamp_size INTEGER,
+            stamp_mtime INTEGER,
+            stamp_inode INTEGER,
+            racy INTEGER NOT NULL DEFAULT 0,
+            modified INTEGER NOT NULL,
+            deleted INTEGER NOT NULL DEFAULT 0,
+            schema INTEGER,
+            seq INTEGER NOT NULL,
+            replica TEXT NOT NULL,
+            PRIMARY KEY(collection, key)
+        ) WITHOUT ROWID;
+        CREATE UNIQUE INDEX IF NOT EXISTS objects_by_file ON objects(collection, file);
+        CREATE INDEX IF NOT EXISTS objects_by_seq ON objects(seq);
+        CREATE TABLE IF NOT EXISTS history(
+            collection TEXT NOT NULL,
+            key TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            file TEXT NOT NULL,
+            hash BLOB,
+            size INTEGER NOT NULL,
+            modified INTEGER NOT NULL,
+            deleted INTEGER NOT NULL,
+            replica TEXT NOT NULL,
+            vector TEXT NOT NULL,
+            schema INTEGER,
+            PRIMARY KEY(collection, key, version)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS history_by_hash ON history(hash);
+        CREATE TABLE IF NOT EXISTS blobs(
+            hash BLOB PRIMARY KEY,
+            data BLOB NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS intents(
+            id INTEGER PRIMARY KEY,
+            pid INTEGER NOT NULL,
+            start INTEGER NOT NULL,
+            entries TEXT NOT NULL
+        );
+        """
+
+    private let connection: Mutex<SQLiteConnection>
+    /// This store's replica id, made when the store was created.
+    let replica: ReplicaID
+    /// How many versions of each object history keeps.
+    let historyLimit: Int
+
+    /// Opens the manifest at `path`, creating it (with a new replica id) if it is new.
+    init(path: String, historyLimit requestedLimit: Int?) throws {
+        let db = try SQLiteConnection(path: path)
+        try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+        try db.execute("BEGIN IMMEDIATE")
+        do {
+            try db.execute(Self.schema)
+            func meta(_ name: String) throws -> String? {
+                try db.first("SELECT value FROM meta WHERE name = ?", [.text(name)]) { $0.text(0) }
+            }
+            func setMeta(_ name: String, _ value: String) throws {
+                try db.run("INSERT OR REPLACE INTO meta(name, value) VALUES(?, ?)", [.text(name), .text(value)])
+            }
+            if let format = try meta("format") {
+                guard Int(format) == Self.formatVersion else {
+                    throw ArchiveError.notAStore(path: path, reason: "its manifest has format \(format); this program reads format \(Self.formatVersion)")
+                }
+            } else {
+                try setMeta("format", String(Self.formatVersion))
+                try setMeta("replica", ReplicaID.random().rawValue)
+                try setMeta("sequence", "0")
+                try setMeta("created", String(Manifest.now()))
+                try setMeta("history_limit", String(Self.defaultHistoryLimit))
+            }
+            if let requestedLimit { try setMeta("history_limit", String(requestedLimit)) }
+            guard let replica = try meta("replica"), let limit = try meta("history_limit").flatMap({ Int($0) }) else {
+                throw ArchiveError.notAStore(path: path, reason: "its manifest has no replica id")
+            }
+            try db.execute("COMMIT")
+            self.replica = ReplicaID(rawValue: replica)
+            self.historyLimit = limit
+        } catch {
+            try? db.execute("ROLLBACK")
+            throw error
+        }
+        connection = Mutex(db)
+    }
+
+    /// Reads under one consistent snapshot.
+    func read<T: Sendable>(_ body: (ManifestTransaction) throws -> T) throws -> T {
+        try transaction("BEGIN", body)
+    }
+
+    /// Writes in one transaction, holding SQLite's write lock (and so excluding every other
+    /// writer in every process) from the start. Rolls back if `body` throws.
+    func write<T: Sendable>(_ body: (ManifestTransaction) throws -> T) throws -> T {
+        try transaction("BEGIN IMMEDIATE", body)
+    }
+
+    private func transaction<T: Sendable>(_ begin: String, _ body: (ManifestTransaction) throws -> T) throws -> T {
+        try connection.withLock { db in
+            try db.execute(begin)
+            let tx = ManifestTransaction(db: db, replica: replica, historyLimit: historyLimit)
+            do {
+                let result = try body(tx)
+                try tx.finish()
+                try db.execute("COMMIT")
+                return result
+            } catch {
+                try? db.execute("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    /// Nanoseconds since 1970, from the real-time clock.
+    static func now() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+    }
+}
+
+/// What one call to ``ManifestTransaction/record(_:)`` records.
+struct RecordedChange {
+    var id: ObjectID
+    var file: String
+    /// nil for a delete.
+    var content: Data?
+    var hash: ContentHash?
+    var stamp: FileStamp?
+    var schemaVersion: Int?
+    var origin: StoreChange.Origin
+}
+
+/// The manifest inside one transaction. Valid only inside ``Manifest/read(_:)`` or ``Manifest/write(_:)``.
+final class ManifestTransaction {
+    private let db: SQLiteConnection
+    let replica: ReplicaID
+    let historyLimit: Int
+    private var sequence: Int?
+    private let now = Manifest.now()
+
+    fileprivate init(db: SQLiteConnection, replica: ReplicaID, historyLimit: Int) {
+        self.db = db
+        self.replica = replica
+        self.historyLimit = historyLimit
+    }
+
+    fileprivate func finish() throws {
+        if let sequence { try setMeta("sequence", String(sequence)) }
+    }
+
+    // MARK: Meta
+
+    func meta(_ name: String) throws -> String? {
+        try db.first("SELECT value FROM meta WHERE name = ?", [.text(name)]) { $0.text(0) }
+    }
+
+    func setMeta(_ name: String, _ value: String) throws {
+        try db.run("INSERT OR REPLACE INTO meta(name, value) VALUES(?, ?)", [.text(name), .text(value)])
+    }
+
+    /// The store-wide change sequence: the number of changes ever recorded.
+    func currentSequence() throws -> Int {
+        if let sequence { return sequence }
+        let stored = try meta("sequence").flatMap { Int($0) } ?? 0
+        sequence = stored
+        return stored
+    }
+
+    // MARK: Objects
+
+    private static let objectColumns = """
+        collection, key, file, version, vector, hash, size, stamp_size, stamp_mtime, stamp_inode, racy, modified, deleted, schema, seq, replica
+        """
+
+    private func objectRecord(_ row: SQLiteRow) -> ObjectRecord {
+        let stamp = row.optionalInt(7).map { size in
+            FileStamp(size: size, mtimeNanoseconds: row.int(8), inode: UInt64(bitPattern: row.int(9)))
+        }
+        return ObjectRecord(
+            id: ObjectID(unchecked: row.text(0), key: row.text(1)),
+            file: row.text(2),
+            version: Int(row.int(3)),
+            vector: VersionVector(parsing: row.text(4)) ?? VersionVector(),
+            hash: row.isNull(5) ? nil : ContentHash(bytes: row.blob(5)),
+            size: Int(row.int(6)),
+            stamp: stamp,
+            racy: row.int(10) != 0,
+            modified: row.int(11),
+            isDeleted: row.int(12) != 0,
+            schemaVersion: row.optionalInt(13).map { Int($0) },
+            sequence: Int(row.int(14)),
+            replica: ReplicaID(rawValue: row.text(15)))
+    }
+
+    /// The row for `id`, tombstone or not.
+    func object(_ id: ObjectID) throws -> ObjectRecord? {
+        try db.first("SELECT \(Self.objectColumns) FROM objects WHERE collection = ? AND key = ?", [.text(id.collection), .text(id.key)], objectRecord)
+    }
+
+    /// The row whose file is `file` in `collection`.
+    func object(collection: String, file: String) throws -> ObjectRecord? {
+        try db.first("SELECT \(Self.objectColumns) FROM objects WHERE collection = ? AND file = ?", [.text(collection), .text(file)], objectRecord)
+    }
+
+    /// Every row in `collection` (or in the store), tombstones included, in key order.
+    func objects(in collection: String?) throws -> [ObjectRecord] {
+        var records: [ObjectRecord] = []
+        if let collection {
+            try db.query("SELECT \(Self.objectColumns) FROM objects WHERE collection = ? ORDER BY key", [.text(collection)]) { records.append(objectRecord($0)) }
+        } else {
+            try db.query("SELECT \(Self.objectColumns) FROM objects ORDER BY collection, key") { records.append(objectRecord($0)) }
+        }
+        return records
+    }
+
+    /// The keys of live objects in `collection`, sorted.
+    func keys(in collection: String) throws -> [String] {
+        var keys: [String] = []
+        try db.query("SELECT key FROM objects WHERE collection = ? AND deleted = 0 ORDER BY key", [.text(collection)]) { keys.append($0.text(0)) }
+        return keys
+    }
+
+    /// Every collection with at least one row.
+    func collections() throws -> [String] {
+        var names: [String] = []
+        try db.query("SELECT DISTINCT collection FROM objects ORDER BY collection") { names.append($0.text(0)) }
+        return names
+    }
+
+    /// Live objects and their total size.
+    func totals() throws -> (objects: Int, bytes: Int) {
+        try db.first("SELECT count(*), coalesce(sum(size), 0) FROM objects WHERE deleted = 0") { (Int($0.int(0)), Int($0.int(1))) } ?? (0, 0)
+    }
+
+    /// Calls `body` with the collection, file name and stamp of every row: what a scan compares.
+    func forEachStamp(_ body: (String, String, StampRow) -> Void) throws {
+        try db.query("SELECT collection, file, key, stamp_size, stamp_mtime, stamp_inode, racy, deleted FROM objects") { row in
+            let stamp = row.optionalInt(3).map { FileStamp(size: $0, mtimeNanoseconds: row.int(4), inode: UInt64(bitPattern: row.int(5))) }
+            body(row.text(0), row.text(1), StampRow(key: row.text(2), stamp: stamp, racy: row.int(6) != 0, isDeleted: row.int(7) != 0))
+        }
+    }
+
+    /// Records a new stamp for an unchanged object (same hash), without a new version.
+    func updateStamp(_ id: ObjectID, _ stamp: FileStamp) throws {
+        try db.run(
+            "UPDATE objects SET stamp_size = ?, stamp_mtime = ?, stamp_inode = ?, racy = ? WHERE collection = ? AND key = ?",
+            [.integer(stamp.size), .integer(stamp.mtimeNanoseconds), .integer(Int64(bitPattern: stamp.inode)), .integer(isRacy(stamp) ? 1 : 0), .text(id.collection), .text(id.key)])
+    }
+
+    private func isRacy(_ stamp: FileStamp) -> Bool {
+        // Within 2 s of the file's mtime, a rewrite of the same size could keep the stamp.
+        now - stamp.mtimeNanoseconds < 2_000_000_000
+    }
+
+    /// Records one change as the object's next version: bumps its version and this replica's
+    /// counter in its vector, gives it the next store sequence number, adds a history row,
+    /// keeps the contents (deduplicated by hash), and drops versions past retention.
+    ///
+    /// A change whose hash equals the current row's (and is not a delete of a tombstone) is
+    /// not a new version: only the stamp is updated, and nil is returned.
+    @discardableResult
+    func record(_ change: RecordedChange) throws -> StoreChange? {
+        let existing = try object(change.id)
+        if let existing {
+            let unchanged = change.content == nil ? existing.isDeleted : (!existing.isDeleted && existing.hash == change.hash && existing.file == change.file)
+            if unchanged {
+                if let stamp = change.stamp, stamp != existing.stamp || existing.racy { try updateStamp(change.id, stamp) }
+                return nil
+            }
+        } else if change.content == nil {
+            return nil
+        }
+        let version = (existing?.version ?? 0) + 1
+        var vector = existing?.vector ?? VersionVector()
+        vector.increment(replica)
+        let sequence = try currentSequence() + 1
+        self.sequence = sequence
+        let size = change.content?.count ?? 0
+        let hashValue: SQLValue = change.hash.map { .blob($0.bytes) } ?? .null
+        let schemaValue: SQLValue = change.schemaVersion.map { .integer(Int64($0)) } ?? .null
+        let stamp = change.stamp
+        try db.run(
+            """
+            INSERT OR REPLACE INTO objects(\(Self.objectColumns))
+            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(change.id.collection), .text(change.id.key), .text(change.file), .integer(Int64(version)), .text(vector.description),
+                hashValue, .integer(Int64(size)),
+                stamp.map { .integer($0.size) } ?? .null, stamp.map { .integer($0.mtimeNanoseconds) } ?? .null,
+                stamp.map { .integer(Int64(bitPattern: $0.inode)) } ?? .null, .integer(stamp.map { isRacy($0) ? 1 : 0 } ?? 0),
+                .integer(now), .integer(change.content == nil ? 1 : 0), schemaValue, .integer(Int64(sequence)), .text(replica.rawValue),
+            ])
+        try db.run(
+            "INSERT OR REPLACE INTO history(collection, key, version, file, hash, size, modified, deleted, replica, vector, schema) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                .text(change.id.collection), .text(change.id.key), .integer(Int64(version)), .text(change.file), hashValue, .integer(Int64(size)),
+                .integer(now), .integer(change.content == nil ? 1 : 0), .text(replica.rawValue), .text(vector.description), schemaValue,
+            ])
+        if let content = change.content, let hash = change.hash {
+            try db.run("INSERT OR IGNORE INTO blobs(hash, data) VALUES(?, ?)", [.blob(hash.bytes), .blob(content)])
+        }
+        if version > historyLimit {
+            try prune(change.id, keepingFrom: version - historyLimit + 1)
+        }
+        let kind: StoreChange.Kind = change.content == nil ? .deleted : (existing == nil || existing!.isDeleted ? .created : .modified)
+        return StoreChange(id: change.id, kind: kind, version: version, origin: change.origin, sequence: sequence)
+    }
+
+    private func prune(_ id: ObjectID, keepingFrom version: Int) throws {
+        var dropped: [Data] = []
+        let match: [SQLValue] = [.text(id.collection), .text(id.key), .integer(Int64(version))]
+        try db.query("SELECT hash FROM history WHERE collection = ? AND key = ? AND version < ? AND hash IS NOT NULL", match) { dropped.append($0.blob(0)) }
+        try db.run("DELETE FROM history WHERE collection = ? AND key = ? AND version < ?", match)
+        for hash in Set(dropped) {
+            try db.run("DELETE FROM blobs WHERE hash = ?1 AND NOT EXISTS (SELECT 1 FROM history WHERE hash = ?1)", [.blob(hash)])
+        }
+    }
+
+    // MARK: History
+
+    /// The kept versions of `id`, oldest first.
+    func history(_ id: ObjectID) throws -> [ObjectVersion] {
+        var versions: [ObjectVersion] = []
+        try db.query(
+            "SELECT version, hash, size, modified, replica, vector, deleted, file, schema FROM history WHERE collection = ? AND key = ? ORDER BY version",
+            [.text(id.collection), .text(id.key)]
+        ) { row in
+            versions.append(
+                ObjectVersion(
+                    version: Int(row.int(0)),
+                    hash: row.isNull(1) ? nil : ContentHash(bytes: row.blob(1)),
+                    size: Int(row.int(2)),
+                    date: Date(timeIntervalSince1970: Double(row.int(3)) / 1e9),
+                    replica: ReplicaID(rawValue: row.text(4)),
+                    vector: VersionVector(parsing: row.text(5)) ?? VersionVector(),
+                    isDeleted: row.int(6) != 0,
+                    file: row.text(7),
+                    schemaVersion: row.optionalInt(8).map { Int($0) }))
+        }
+        return versions
+    }
+
+    /// The kept contents with this hash.
+    func content(_ hash: ContentHash) throws -> Data? {
+        try db.first("SELECT data FROM blobs WHERE hash = ?", [.blob(hash.bytes)]) { $0.blob(0) }
+    }
+
+    /// Calls `body` with every kept content and its recorded hash.
+    func forEachContent(_ body: (ContentHash, Data) throws -> Void) throws {
+        try db.query("SELECT hash, data FROM blobs") { try body(ContentHash(bytes: $0.blob(0)), $0.blob(1)) }
+    }
+
+    // MARK: Intents
+
+    /// Records writes about to start; returns the intent's id.
+    func addIntent(_ entries: [WriteIntent.Entry], owner: ProcessIdentity = .current) throws -> Int64 {
+        let text = String(decoding: try JSONEncoder().encode(entries), as: UTF8.self)
+        try db.run("INSERT INTO intents(pid, start, entries) VALUES(?, ?, ?)", [.integer(Int64(owner.pid)), .integer(owner.startTime), .text(text)])
+        return try db.first("SELECT last_insert_rowid()") { $0.int(0) } ?? 0
+    }
+
+    func removeIntent(_ id: Int64) throws {
+        try db.run("DELETE FROM intents WHERE id = ?", [.integer(id)])
+    }
+
+    /// Every intent still recorded.
+    func intents() throws -> [WriteIntent] {
+        var intents: [WriteIntent] = []
+        try db.query("SELECT id, pid, start, entries FROM intents") { row in
+            let entries = (try? JSONDecoder().decode([WriteIntent.Entry].self, from: Data(row.text(3).utf8))) ?? []
+            intents.append(WriteIntent(id: row.int(0), owner: ProcessIdentity(pid: Int32(row.int(1)), startTime: row.int(2)), entries: entries))
+        }
+        return intents
+    }
+}

@@ -1,0 +1,67 @@
+/// Names one object in a store: a collection (one directory) and a key within it.
+///
+/// Keys may be any Unicode string except the few that could name a place outside the store
+/// or nothing at all: empty keys, keys containing NUL, `.` and `..` (or any `..` path
+/// component), and keys starting with `/`. Collections follow the same rules and also
+/// cannot contain `/`. Construction checks them and throws ``ArchiveError/invalidKey(_:reason:)``
+/// or ``ArchiveError/invalidCollection(_:reason:)``.
+///
+/// ```swift
+/// let id = try ObjectID(collection: "Person", key: "person1")
+/// let same = try ObjectID(parsing: "Person/person1")
+/// ```
+public struct ObjectID: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The collection (directory) the object lives in; by default its type's name.
+    public let collection: String
+    /// The object's key within its collection.
+    public let key: String
+
+    /// The longest key or collection name accepted, in UTF-8 bytes.
+    public static let maximumLength = 4096
+
+    /// Checks and makes an object id.
+    public init(collection: String, key: String) throws {
+        if let reason = Self.problem(with: collection, isCollection: true) {
+            throw ArchiveError.invalidCollection(collection, reason: reason)
+        }
+        if let reason = Self.problem(with: key, isCollection: false) {
+            throw ArchiveError.invalidKey(key, reason: reason)
+        }
+        self.collection = collection
+        self.key = key
+    }
+
+    /// Parses `Collection/key`, the form the command line uses. The key is everything after
+    /// the first `/`, so it may itself contain `/`.
+    public init(parsing text: String) throws {
+        guard let slash = text.firstIndex(of: "/") else {
+            throw ArchiveError.invalidID(text, reason: "an id is COLLECTION/KEY, such as Person/person1")
+        }
+        try self.init(collection: String(text[..<slash]), key: String(text[text.index(after: slash)...]))
+    }
+
+    /// Made only from values already checked (rows of the manifest).
+    init(unchecked collection: String, key: String) {
+        self.collection = collection
+        self.key = key
+    }
+
+    public var description: String { "\(collection)/\(key)" }
+
+    public static func < (lhs: ObjectID, rhs: ObjectID) -> Bool {
+        (lhs.collection, lhs.key) < (rhs.collection, rhs.key)
+    }
+
+    /// Why `name` cannot be a key (or collection), or nil when it can.
+    static func problem(with name: String, isCollection: Bool) -> String? {
+        if name.isEmpty { return "it is empty" }
+        if name.utf8.count > maximumLength { return "it is longer than \(maximumLength) bytes" }
+        if name.utf8.contains(0) { return "it contains a NUL byte" }
+        if name.hasPrefix("/") { return "it is an absolute path" }
+        if isCollection && name.contains("/") { return "a collection name cannot contain '/'" }
+        if name.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == "." || $0 == ".." }) {
+            return "'.' and '..' would leave the collection"
+        }
+        return nil
+    }
+}

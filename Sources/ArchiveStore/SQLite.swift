@@ -1,0 +1,156 @@
+import CSQLite
+import Foundation
+
+/// A value bound to, or read from, an SQL statement.
+enum SQLValue {
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob(Data)
+    case null
+}
+
+/// An error that SQLite reported, with the statement that caused it.
+struct SQLiteError: Error, CustomStringConvertible {
+    let code: Int32
+    let message: String
+    let sql: String?
+
+    var description: String {
+        if let sql { return "SQLite error \(code): \(message) (in: \(sql))" }
+        return "SQLite error \(code): \(message)"
+    }
+
+    /// True when another connection held the lock for longer than the busy timeout.
+    var isBusy: Bool { code & 0xff == SQLITE_BUSY || code & 0xff == SQLITE_LOCKED }
+}
+
+private let SQLITE_TRANSIENT = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+/// One connection to an SQLite database file, with a cache of prepared statements.
+///
+/// Not thread-safe: the owner serializes every call (``Manifest`` keeps it behind a mutex).
+final class SQLiteConnection {
+    private let handle: OpaquePointer
+    private var statements: [String: OpaquePointer] = [:]
+
+    /// Opens (creating if needed) the database at `path`.
+    ///
+    /// The corresponding C function is `sqlite3_open_v2`.
+    init(path: String, busyTimeoutMilliseconds: Int32 = 30_000) throws {
+        var db: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            if let db { sqlite3_close_v2(db) }
+            throw SQLiteError(code: rc, message: message, sql: nil)
+        }
+        handle = db
+        sqlite3_extended_result_codes(db, 1)
+        sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
+    }
+
+    deinit {
+        for statement in statements.values { sqlite3_finalize(statement) }
+        sqlite3_close_v2(handle)
+    }
+
+    /// Runs one or more statements that take no parameters and return no rows.
+    func execute(_ sql: String) throws {
+        var error: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &error)
+        if rc != SQLITE_OK {
+            let message = error.map { String(cString: $0) } ?? "unknown error"
+            sqlite3_free(error)
+            throw SQLiteError(code: rc, message: message, sql: sql)
+        }
+    }
+
+    /// Runs `sql` with `bindings` and calls `row` for each result row.
+    func query(_ sql: String, _ bindings: [SQLValue] = [], row: (SQLiteRow) throws -> Void) throws {
+        let statement = try prepared(sql)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        try bind(bindings, to: statement, sql: sql)
+        while true {
+            let rc = sqlite3_step(statement)
+            if rc == SQLITE_ROW {
+                try row(SQLiteRow(statement: statement))
+            } else if rc == SQLITE_DONE {
+                return
+            } else {
+                throw lastError(rc, sql: sql)
+            }
+        }
+    }
+
+    /// Runs `sql` with `bindings`, ignoring any result rows.
+    func run(_ sql: String, _ bindings: [SQLValue] = []) throws {
+        try query(sql, bindings) { _ in }
+    }
+
+    /// The first row's result, or nil when there is no row.
+    func first<T>(_ sql: String, _ bindings: [SQLValue] = [], _ map: (SQLiteRow) throws -> T) throws -> T? {
+        var result: T?
+        try query(sql, bindings) { row in
+            if result == nil { result = try map(row) }
+        }
+        return result
+    }
+
+    /// The number of rows the last INSERT, UPDATE or DELETE changed.
+    var changes: Int { Int(sqlite3_changes(handle)) }
+
+    private func prepared(_ sql: String) throws -> OpaquePointer {
+        if let statement = statements[sql] { return statement }
+        var statement: OpaquePointer?
+        let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard rc == SQLITE_OK, let statement else { throw lastError(rc, sql: sql) }
+        statements[sql] = statement
+        return statement
+    }
+
+    private func bind(_ values: [SQLValue], to statement: OpaquePointer, sql: String) throws {
+        for (offset, value) in values.enumerated() {
+            let index = Int32(offset + 1)
+            let rc: Int32
+            switch value {
+            case .integer(let v): rc = sqlite3_bind_int64(statement, index, v)
+            case .real(let v): rc = sqlite3_bind_double(statement, index, v)
+            case .text(let v): rc = sqlite3_bind_text(statement, index, v, -1, SQLITE_TRANSIENT)
+            case .blob(let v):
+                rc = v.withUnsafeBytes { bytes in
+                    // A zero-length blob still binds as a blob, not as NULL.
+                    sqlite3_bind_blob(statement, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count), SQLITE_TRANSIENT)
+                }
+            case .null: rc = sqlite3_bind_null(statement, index)
+            }
+            if rc != SQLITE_OK { throw lastError(rc, sql: sql) }
+        }
+    }
+
+    private func lastError(_ rc: Int32, sql: String) -> SQLiteError {
+        SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+    }
+}
+
+/// The current row of a statement being stepped; valid only inside the row callback.
+struct SQLiteRow {
+    fileprivate let statement: OpaquePointer
+
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
+    func int(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
+    func optionalInt(_ column: Int32) -> Int64? { isNull(column) ? nil : int(column) }
+    func text(_ column: Int32) -> String {
+        guard let pointer = sqlite3_column_text(statement, column) else { return "" }
+        return String(cString: pointer)
+    }
+    func blob(_ column: Int32) -> Data {
+        let count = Int(sqlite3_column_bytes(statement, column))
+        guard count > 0, let pointer = sqlite3_column_blob(statement, column) else { return Data() }
+        return Data(bytes: pointer, count: count)
+    }
+}

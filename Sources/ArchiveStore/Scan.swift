@@ -1,0 +1,161 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Something in a store's directory that is not an object, and so was left alone.
+public struct IgnoredEntry: Sendable, Codable, Equatable {
+    /// The path, relative to the store.
+    public let path: String
+    /// Why it is not an object.
+    public let reason: String
+}
+
+/// What ``ArchiveStore/scan()`` found and recorded.
+public struct ScanReport: Sendable, Codable {
+    /// Each change recorded, in the order recorded.
+    public var changes: [StoreChange] = []
+    /// Files whose stamp matched the manifest, so were not read.
+    public var unchanged = 0
+    /// Files whose stamp changed but whose content did not (only the stamp was recorded).
+    public var touched = 0
+    /// Temp files of dead processes removed.
+    public var removedTempFiles = 0
+    /// Entries that are not objects.
+    public var ignored: [IgnoredEntry] = []
+
+    public var created: Int { changes.count { $0.kind == .created } }
+    public var modified: Int { changes.count { $0.kind == .modified } }
+    public var deleted: Int { changes.count { $0.kind == .deleted } }
+}
+
+extension ArchiveStore {
+    /// Records what other programs added, changed or removed since the manifest last looked.
+    ///
+    /// Like git's index, a scan compares each file's stamp (size, mtime in nanoseconds, inode)
+    /// with the manifest and reads only files whose stamp changed; a file whose content hash
+    /// still matches is not a new version. It also removes temp files left by dead processes.
+    public func scan() throws -> ScanReport {
+        do {
+            var report = ScanReport()
+            var candidates: [(collection: String, directoryName: String, file: String, key: String?)] = []
+            let known = try manifest.read { try $0.stampsByCollection() }
+            var seenCollections: Set<String> = []
+
+            for entry in try FileSystem.listDirectory(root, path: path) {
+                if FileName.isReserved(entry.name) { continue }
+                guard let collection = FileName.decode(entry.name[...]) else {
+                    report.ignored.append(IgnoredEntry(path: entry.name, reason: "not a name the store writes"))
+                    continue
+                }
+                let directory: FileHandle
+                do {
+                    directory = try FileSystem.openDirectory(entry.name, in: root, path: path + "/" + entry.name)
+                } catch let error as SystemCallError where [ELOOP, ENOTDIR].contains(error.errno) {
+                    let kind = error.errno == ELOOP || entry.type == DT_LNK ? "a symlink, not followed" : "a file outside any collection"
+                    report.ignored.append(IgnoredEntry(path: entry.name, reason: kind))
+                    continue
+                }
+                defer { directory.close() }
+                seenCollections.insert(collection)
+                var rows = known[collection] ?? [:]
+                for file in try FileSystem.listDirectory(directory.fd, path: path + "/" + entry.name) {
+                    let relative = entry.name + "/" + file.name
+                    if FileName.isReserved(file.name) {
+                        if try removeStaleTemp(file.name, in: directory.fd, path: relative) { report.removedTempFiles += 1 }
+                        continue
+                    }
+                    let row = rows.removeValue(forKey: file.name)
+                    guard let status = try FileSystem.status(file.name, in: directory.fd, path: relative) else { continue }
+                    guard status.kind == .regular else {
+                        let reason = status.kind == .symlink ? "a symlink, not followed" : status.kind == .directory ? "a directory inside a collection" : "not a regular file"
+                        report.ignored.append(IgnoredEntry(path: relative, reason: reason))
+                        if let row, !row.isDeleted { candidates.append((collection, entry.name, file.name, row.key)) }
+                        continue
+                    }
+                    if let row, !row.isDeleted, !row.racy, row.stamp == status.stamp {
+                        report.unchanged += 1
+                        continue
+                    }
+                    let key = row?.key ?? FileName.decode(FileName.split(file.name).stem)
+                    guard key != nil, key.flatMap({ ObjectID.problem(with: $0, isCollection: false) }) == nil else {
+                        report.ignored.append(IgnoredEntry(path: relative, reason: "a name the store cannot map to a key"))
+                        continue
+                    }
+                    candidates.append((collection, entry.name, file.name, key))
+                }
+                for (file, row) in rows where !row.isDeleted {
+                    candidates.append((collection, entry.name, file, row.key))
+                }
+            }
+            // Collections whose directory is gone: every live object in them was deleted.
+            for (collection, rows) in known where !seenCollections.contains(collection) {
+                for (file, row) in rows where !row.isDeleted {
+                    candidates.append((collection, FileName.encode(collection), file, row.key))
+                }
+            }
+
+            // Record in chunks so that other writers are not locked out for the whole scan.
+            var index = 0
+            while index < candidates.count {
+                let chunk = candidates[index..<min(index + 512, candidates.count)]
+                index += chunk.count
+                let changes = try manifest.write { tx in
+                    var changes: [StoreChange] = []
+                    var touched = 0
+                    for candidate in chunk {
+                        guard let key = candidate.key else { continue }
+                        let id = ObjectID(unchecked: candidate.collection, key: key)
+                        let directory = try? FileSystem.openDirectory(candidate.directoryName, in: root, path: path + "/" + candidate.directoryName)
+                        if let directory {
+                            if let change = try reconcileFile(candidate.file, of: id, in: directory.fd, tx: tx) {
+                                changes.append(change)
+                            } else {
+                                touched += 1
+                            }
+                            directory.close()
+                        } else if let existing = try tx.object(id), !existing.isDeleted,
+                            let change = try tx.record(RecordedChange(id: id, file: existing.file, content: nil, hash: nil, stamp: nil, schemaVersion: existing.schemaVersion, origin: .external))
+                        {
+                            changes.append(change)
+                        }
+                    }
+                    return (changes, touched)
+                }
+                report.changes += changes.0
+                report.touched += changes.1
+            }
+            try manifest.write { try $0.setMeta("last_scan", String(Manifest.now())) }
+            return report
+        } catch {
+            throw ArchiveError.wrap(error)
+        }
+    }
+
+    /// Removes a temp file whose owner is no longer running. Other dot files are left alone.
+    private func removeStaleTemp(_ name: String, in directory: Int32, path relative: String) throws -> Bool {
+        guard name.hasPrefix(FileName.tempPrefix) else { return false }
+        let parts = name.dropFirst(FileName.tempPrefix.count).split(separator: ".")
+        guard parts.count == 3, let pid = Int32(parts[0]), let start = Int64(parts[1]) else { return false }
+        guard !ProcessIdentity(pid: pid, startTime: start).isRunning else { return false }
+        return try FileSystem.removeFile(name, in: directory, path: path + "/" + relative)
+    }
+}
+
+/// The part of a manifest row a scan compares.
+struct StampRow {
+    var key: String
+    var stamp: FileStamp?
+    var racy: Bool
+    var isDeleted: Bool
+}
+
+extension ManifestTransaction {
+    /// Every row's stamp, by collection and then by file name.
+    func stampsByCollection() throws -> [String: [String: StampRow]] {
+        var result: [String: [String: StampRow]] = [:]
+        try forEachStamp { collection, file, row in result[collection, default: [:]][file] = row }
+        return result
+    }
+}

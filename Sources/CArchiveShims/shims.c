@@ -1,0 +1,1 @@
+// The shims are header-only; see include/archive_shims.h.
