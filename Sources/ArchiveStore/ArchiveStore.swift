@@ -343,10 +343,11 @@ public final class ArchiveStore: Sendable {
         case DecodingError.valueNotFound(let type, let context):
             return "expected \(type) but found null\(at(context))"
         case DecodingError.dataCorrupted(let context):
-            let underlying = (context.underlyingError as NSError?).map { " (\($0.localizedDescription))" } ?? ""
+            let underlying = context.underlyingError.map { " (\(reason($0)))" } ?? ""
             return "the data is corrupt\(at(context)): \(context.debugDescription)\(underlying)"
         default:
-            return String(describing: error)
+            let error = error as NSError
+            return error.userInfo[NSDebugDescriptionErrorKey] as? String ?? error.localizedDescription
         }
     }
 

@@ -1,0 +1,53 @@
+import ArchiveStore
+import ArgumentParser
+import Foundation
+
+@main
+struct ArchiveSync: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "archive-sync",
+        abstract: "Keep directories of Codable archives versioned, verified and in step.",
+        discussion: """
+            A store is a directory with one archive file per object (STORE/Collection/key.json)
+            and a manifest under STORE/.archive-sync/ that versions every object. Objects are
+            named COLLECTION/KEY, such as Person/person1.
+
+            Exit status: 0 on success, 1 when a check finds a problem (or the system fails),
+            2 for bad usage or bad input. Errors go to stderr in one sentence.
+            """,
+        version: "0.1.0",
+        subcommands: [
+            Init.self, Put.self, Get.self, List.self, Remove.self, History.self, Restore.self, Scan.self, Verify.self, Status.self,
+        ]
+    )
+
+    /// Runs the command and maps every failure to the documented exit status.
+    static func main() {
+        let status: Int32
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+            status = 0
+        } catch let error as ArchiveError {
+            printError(error.description)
+            status = error.isBadInput ? 2 : 1
+        } catch let code as ExitCode {
+            status = code.rawValue
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success {
+                print(fullMessage(for: error))
+                status = 0
+            } else {
+                printError(fullMessage(for: error))
+                status = 2
+            }
+        }
+        Foundation.exit(status)
+    }
+}
+
+/// Writes one line to stderr, prefixed with the command's name.
+func printError(_ message: String) {
+    FileHandle.standardError.write(Data("archive-sync: \(message)\n".utf8))
+}

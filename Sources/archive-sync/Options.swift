@@ -1,0 +1,55 @@
+import ArchiveStore
+import ArgumentParser
+import Foundation
+
+/// The store argument every command but `init` takes: an existing store.
+struct StoreArgument: ParsableArguments {
+    @Argument(help: ArgumentHelp("The store's directory.", valueName: "store"))
+    var store: String
+
+    /// Opens the store, refusing a directory that is not one.
+    func open() throws -> ArchiveStore {
+        try ArchiveStore(directory: store, options: .init(create: false))
+    }
+}
+
+/// `--json`: print one JSON document instead of text.
+struct OutputOptions: ParsableArguments {
+    @Flag(help: "Print one JSON document instead of text.")
+    var json = false
+
+    /// Prints `value` as pretty JSON with sorted keys and ISO 8601 dates.
+    func printJSON(_ value: some Encodable) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        FileHandle.standardOutput.write(try encoder.encode(value) + Data("\n".utf8))
+    }
+}
+
+/// Parses a `COLLECTION/KEY` argument.
+func parseID(_ text: String) throws -> ObjectID {
+    try ObjectID(parsing: text)
+}
+
+extension Date {
+    /// `2026-11-21 11:16:24`, in UTC.
+    var shortDescription: String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        return formatter.string(from: self)
+    }
+}
+
+/// Lays out rows in left-aligned columns separated by two spaces.
+func table(_ rows: [[String]]) -> String {
+    guard let width = rows.map(\.count).max() else { return "" }
+    var widths = Array(repeating: 0, count: width)
+    for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
+    return rows.map { row in
+        row.enumerated().map { i, cell in i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+            .joined(separator: "  ")
+    }.joined(separator: "\n")
+}

@@ -1,0 +1,29 @@
+import ArchiveStore
+import ArgumentParser
+
+struct Scan: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Record what other programs added, changed or removed in a store.",
+        discussion: """
+            Compares each file's size, mtime and inode with the manifest and reads only the files
+            whose stamp changed, as git's index does. Also removes temp files left by dead processes.
+
+            Example: archive-sync scan ./store --json
+            """
+    )
+
+    @OptionGroup var store: StoreArgument
+    @OptionGroup var output: OutputOptions
+
+    func run() throws {
+        let report = try store.open().scan()
+        if output.json { return try output.printJSON(report) }
+        for change in report.changes {
+            print("\(change.kind.rawValue) \(change.id) (version \(change.version))")
+        }
+        for entry in report.ignored {
+            print("ignored \(entry.path): \(entry.reason)")
+        }
+        print("\(report.created) created, \(report.modified) modified, \(report.deleted) deleted, \(report.unchanged + report.touched) unchanged")
+    }
+}

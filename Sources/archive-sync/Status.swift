@@ -1,0 +1,28 @@
+import ArchiveStore
+import ArgumentParser
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show a store's replica id, objects, bytes, change sequence and last scan.",
+        discussion: "Example: archive-sync status ./store --json"
+    )
+
+    @OptionGroup var store: StoreArgument
+    @OptionGroup var output: OutputOptions
+
+    func run() throws {
+        let status = try store.open().status()
+        if output.json { return try output.printJSON(status) }
+        print(
+            table([
+                ["store", status.path],
+                ["replica", status.replica.description],
+                ["objects", String(status.objects)],
+                ["bytes", String(status.bytes)],
+                ["collections", String(status.collections)],
+                ["sequence", String(status.sequence)],
+                ["last scan", status.lastScan?.shortDescription ?? "never"],
+                ["history", "last \(status.historyLimit) versions"],
+            ]))
+    }
+}
