@@ -42,9 +42,18 @@ let package = Package(
             name: "ArchiveStoreTests",
             dependencies: ["ArchiveStore"]
         ),
+        .executableTarget(
+            name: "crash-writer",
+            dependencies: ["ArchiveStore"],
+            path: "Tests/CrashWriter"
+        ),
+        .testTarget(
+            name: "CrashTests",
+            dependencies: ["ArchiveStore", "crash-writer"]
+        ),
         .testTarget(
             name: "ArchiveSyncCommandTests",
-            dependencies: ["ArchiveStore"]
+            dependencies: ["ArchiveStore", "archive-sync"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,107 @@
+import ArchiveStore
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The same model as Tests/CrashWriter/main.swift: contents follow from (key, counter).
+private struct Record: Codable, Equatable {
+    var key: String
+    var counter: Int
+    var payload: String
+
+    init(key: String, counter: Int) {
+        self.key = key
+        self.counter = counter
+        payload = String(repeating: "\(key):\(counter);", count: 1 + counter % 40)
+    }
+}
+
+/// The directory holding the built products (this test runner, crash-writer, archive-sync).
+private func productsDirectory() -> URL {
+    let runner = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    var directory = runner.deletingLastPathComponent()
+    // Swift Testing may run inside `<name>.xctest`; the products are beside it.
+    while directory.pathExtension == "xctest" || directory.lastPathComponent == "Contents" || directory.lastPathComponent == "MacOS" {
+        directory.deleteLastPathComponent()
+    }
+    return directory
+}
+
+/// Every temp file left anywhere in the store.
+private func tempFiles(in store: String) throws -> [String] {
+    let names = FileManager.default.enumerator(atPath: store)?.compactMap { $0 as? String } ?? []
+    return names.filter { URL(fileURLWithPath: $0).lastPathComponent.hasPrefix(".archive-sync-tmp.") }
+}
+
+@Suite("Crash safety")
+struct CrashTests {
+    /// A child saving in a loop is killed with SIGKILL at random moments, 60 times. After each
+    /// kill: opening the store leaves no temp file, verify is clean, every save that had
+    /// returned is in history with its exact contents, and each object holds the newest
+    /// acknowledged save or a newer one (the save in flight may have landed).
+    @Test func everyAcknowledgedSaveSurvivesSIGKILL() throws {
+        let store = FileManager.default.temporaryDirectory.appendingPathComponent("crash-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: store) }
+        let writer = productsDirectory().appendingPathComponent("crash-writer")
+        try #require(FileManager.default.isExecutableFile(atPath: writer.path), "crash-writer not built at \(writer.path)")
+
+        var newest: [String: Int] = [:]
+        var roundsKilledWhileSaving = 0
+        var generator = SystemRandomNumberGenerator()
+        let kills = 60
+        for round in 0..<kills {
+            let process = Process()
+            process.executableURL = writer
+            process.arguments = [store, String(round * 1_000_000)]
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            // Die at a random moment: before, during or after the first saves.
+            usleep(UInt32.random(in: 5_000...150_000, using: &generator))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            #expect(process.terminationReason == .uncaughtSignal, "the writer exited by itself: status \(process.terminationStatus)")
+
+            let lines = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+            var acknowledged: [(String, Int)] = []
+            for line in lines {
+                let parts = line.split(separator: " ")
+                try #require(parts.count == 2, "torn acknowledgement line: \(line)")
+                let counter = try #require(Int(parts[0]))
+                for key in parts[1].split(separator: ",") { acknowledged.append((String(key), counter)) }
+            }
+            if !acknowledged.isEmpty { roundsKilledWhileSaving += 1 }
+
+            let opened = try ArchiveStore(directory: store)
+            #expect(try tempFiles(in: store).isEmpty, "round \(round): temp files left after open")
+            let report = try opened.verify()
+            #expect(report.isClean, "round \(round): verify found \(report.problems)")
+
+            for (key, counter) in acknowledged {
+                let expected = ContentHash(of: try JSONEncoder.sorted.encode(Record(key: key, counter: counter)))
+                let history = try opened.history(of: Record.self, forKey: key)
+                #expect(history.contains { $0.hash == expected }, "round \(round): acknowledged save \(key)@\(counter) is not in history")
+                newest[key] = max(newest[key] ?? -1, counter)
+            }
+            for (key, counter) in newest {
+                let loaded = try #require(try opened.load(Record.self, forKey: key), "round \(round): \(key) is gone")
+                #expect(loaded.counter >= counter, "round \(round): \(key) went back from \(counter) to \(loaded.counter)")
+                #expect(loaded == Record(key: key, counter: loaded.counter), "round \(round): \(key) holds torn contents")
+            }
+        }
+        // Most kills must land while the writer is saving, not before its first save.
+        #expect(roundsKilledWhileSaving >= kills / 2)
+    }
+}
+
+extension JSONEncoder {
+    /// The store's JSON encoding: sorted keys, unescaped slashes.
+    fileprivate static var sorted: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
+}
