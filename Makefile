@@ -15,9 +15,10 @@ deps:
 
 build: deps
 	$(SWIFT) build -c release --product archive-sync
+	$(SWIFT) build -c release --product quickstart
 
 demo: build
-	bash Samples/demo.sh "$$($(SWIFT) build -c release --show-bin-path)/archive-sync"
+	bash Samples/demo.sh "$$($(SWIFT) build -c release --show-bin-path)"
 
 test: deps
 	$(SWIFT) build --build-tests

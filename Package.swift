@@ -34,6 +34,11 @@ let package = Package(
             ]
         ),
         .executableTarget(
+            name: "quickstart",
+            dependencies: ["ArchiveStore"],
+            path: "Samples/Quickstart"
+        ),
+        .executableTarget(
             name: "archive-bench",
             dependencies: ["ArchiveStore"],
             path: "Benchmarks/ArchiveBench"

@@ -182,13 +182,13 @@ public final class ArchiveStore: Sendable {
         return try apply([PendingWrite(id: id, file: kept.file, content: data, schemaVersion: kept.schemaVersion)])[0]
     }
 
-    /// Rewrites every object of the type's collection saved with an older schema in the
-    /// current one. Objects that fail to migrate are left untouched and reported by key.
+    /// Rewrites every object of the type's collection saved with an older (or unrecorded)
+    /// schema in the current one. Objects that fail to migrate are left untouched and reported by key.
     public func migrateAll<T: VersionedModel>(of type: T.Type, in collection: String? = nil) throws -> MigrationReport {
         let name = collection ?? Self.collectionName(of: T.self)
         if let reason = ObjectID.problem(with: name, isCollection: true) { throw ArchiveError.invalidCollection(name, reason: reason) }
         let stale = try withManifest {
-            try $0.read { try $0.objects(in: name).filter { !$0.isDeleted && ($0.schemaVersion ?? T.schemaVersion) < T.schemaVersion } }
+            try $0.read { try $0.objects(in: name).filter { !$0.isDeleted && ($0.schemaVersion ?? 0) < T.schemaVersion } }
         }
         var report = MigrationReport()
         var writes: [PendingWrite] = []
@@ -312,20 +312,27 @@ public final class ArchiveStore: Sendable {
         }
     }
 
+    /// Decodes through ``VersionedModel``'s migration when the recorded schema is older.
+    ///
+    /// An object with no recorded schema (saved before the type adopted ``VersionedModel``, or
+    /// written by another program) is tried in the current shape first, then as version 1.
     private func decodeVersioned<V: VersionedModel>(_ type: V.Type, id: ObjectID, codec: ArchiveCodec, data: Data) throws -> V {
-        let stored = try withManifest { try $0.read { try $0.object(id)?.schemaVersion } } ?? V.schemaVersion
-        if stored > V.schemaVersion { throw ArchiveError.newerSchema(id, stored: stored, supported: V.schemaVersion) }
-        if stored == V.schemaVersion {
+        let recorded = try withManifest { try $0.read { try $0.object(id)?.schemaVersion } }
+        if let recorded, recorded > V.schemaVersion { throw ArchiveError.newerSchema(id, stored: recorded, supported: V.schemaVersion) }
+        if recorded == nil || recorded == V.schemaVersion {
             do {
                 return try codec.decode(type, from: data)
-            } catch {
+            } catch where recorded != nil || V.schemaVersion == 1 {
                 throw ArchiveError.undecodable(id, type: String(reflecting: type), reason: Self.reason(error))
+            } catch {
+                // Unrecorded, and not the current shape: try it as version 1 below.
             }
         }
+        let from = recorded ?? 1
         do {
-            return try codec.decode(Migrating<V>.self, from: data, userInfo: [.archiveSchemaVersion: stored]).value
+            return try codec.decode(Migrating<V>.self, from: data, userInfo: [.archiveSchemaVersion: from]).value
         } catch {
-            throw ArchiveError.migrationFailed(id, from: stored, reason: Self.reason(error))
+            throw ArchiveError.migrationFailed(id, from: from, reason: Self.reason(error))
         }
     }
 

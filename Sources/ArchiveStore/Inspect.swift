@@ -154,7 +154,8 @@ extension ArchiveStore {
                 if let directory {
                     for entry in try FileSystem.listDirectory(directory.fd, path: directoryName)
                     where !FileName.isReserved(entry.name) && !tracked.contains(entry.name) && entry.type != DT_DIR {
-                        report.problems.append(.init(id: "\(collection)/\(entry.name)", kind: .untracked, detail: "\(directoryName)/\(entry.name) is not in the manifest; run `archive-sync scan` to record it"))
+                        let key = FileName.decode(FileName.split(entry.name).stem) ?? entry.name
+                        report.problems.append(.init(id: "\(collection)/\(key)", kind: .untracked, detail: "\(directoryName)/\(entry.name) is not in the manifest; run `archive-sync scan` to record it"))
                     }
                 }
             }

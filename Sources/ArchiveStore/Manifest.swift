@@ -321,7 +321,8 @@ final class ManifestTransaction {
     /// keeps the contents (deduplicated by hash), and drops versions past retention.
     ///
     /// A change whose hash equals the current row's (and is not a delete of a tombstone) is
-    /// not a new version: only the stamp is updated, and nil is returned.
+    /// not a new version: only the stamp (and a newly known schema version) is updated, and
+    /// nil is returned.
     @discardableResult
     func record(_ change: RecordedChange) throws -> StoreChange? {
         let existing = try object(change.id)
@@ -329,6 +330,10 @@ final class ManifestTransaction {
             let unchanged = change.content == nil ? existing.isDeleted : (!existing.isDeleted && existing.hash == change.hash && existing.file == change.file)
             if unchanged {
                 if let stamp = change.stamp, stamp != existing.stamp || existing.racy { try updateStamp(change.id, stamp) }
+                if let schema = change.schemaVersion, schema != existing.schemaVersion {
+                    // The same bytes, now known to be in this schema (a migration that changed nothing).
+                    try db.run("UPDATE objects SET schema = ? WHERE collection = ? AND key = ?", [.integer(Int64(schema)), .text(change.id.collection), .text(change.id.key)])
+                }
                 return nil
             }
         } else if change.content == nil {

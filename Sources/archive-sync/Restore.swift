@@ -26,6 +26,6 @@ struct Restore: ParsableCommand {
     func run() throws {
         let objectID = try parseID(id)
         let newVersion = try store.open().restore(objectID, version: version)
-        print("restored \(objectID) version \(version) as version \(newVersion)")
+        print("\(objectID) is now version \(newVersion), with the contents of version \(version)")
     }
 }

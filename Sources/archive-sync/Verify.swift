@@ -23,7 +23,8 @@ struct Verify: ParsableCommand {
             for problem in report.problems {
                 print("\(problem.kind.rawValue) \(problem.id): \(problem.detail)")
             }
-            print("\(report.verified) objects and \(report.verifiedHistory) kept versions verified, \(report.problems.count) problems")
+            let problems = report.problems.count == 1 ? "1 problem" : "\(report.problems.count) problems"
+            print("\(report.verified) objects and \(report.verifiedHistory) kept versions verified, \(problems)")
         }
         if !report.isClean { throw ExitCode(1) }
     }
