@@ -50,6 +50,14 @@ func table(_ rows: [[String]]) -> String {
     for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
     return rows.map { row in
         row.enumerated().map { i, cell in i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
-            .joined(separator: "  ")
+            .joined(separator: "  ").trimmingSuffix(" ")
     }.joined(separator: "\n")
+}
+
+extension String {
+    fileprivate func trimmingSuffix(_ character: Character) -> String {
+        var result = self
+        while result.last == character { result.removeLast() }
+        return result
+    }
 }
