@@ -110,40 +110,54 @@ final class Manifest: Sendable {
     let historyLimit: Int
 
     /// Opens the manifest at `path`, creating it (with a new replica id) if it is new.
+    ///
+    /// Opening an existing store only reads; the write lock is taken only to create the
+    /// schema or to change the history limit.
     init(path: String, historyLimit requestedLimit: Int?) throws {
         let db = try SQLiteConnection(path: path)
         try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
-        try db.execute("BEGIN IMMEDIATE")
-        do {
-            try db.execute(Self.schema)
-            func meta(_ name: String) throws -> String? {
-                try db.first("SELECT value FROM meta WHERE name = ?", [.text(name)]) { $0.text(0) }
-            }
-            func setMeta(_ name: String, _ value: String) throws {
-                try db.run("INSERT OR REPLACE INTO meta(name, value) VALUES(?, ?)", [.text(name), .text(value)])
-            }
-            if let format = try meta("format") {
-                guard Int(format) == Self.formatVersion else {
-                    throw ArchiveError.notAStore(path: path, reason: "its manifest has format \(format); this program reads format \(Self.formatVersion)")
-                }
-            } else {
-                try setMeta("format", String(Self.formatVersion))
-                try setMeta("replica", ReplicaID.random().rawValue)
-                try setMeta("sequence", "0")
-                try setMeta("created", String(Manifest.now()))
-                try setMeta("history_limit", String(Self.defaultHistoryLimit))
-            }
-            if let requestedLimit { try setMeta("history_limit", String(requestedLimit)) }
-            guard let replica = try meta("replica"), let limit = try meta("history_limit").flatMap({ Int($0) }) else {
-                throw ArchiveError.notAStore(path: path, reason: "its manifest has no replica id")
-            }
-            try db.execute("COMMIT")
-            self.replica = ReplicaID(rawValue: replica)
-            self.historyLimit = limit
-        } catch {
-            try? db.execute("ROLLBACK")
-            throw error
+        func meta(_ name: String) throws -> String? {
+            try db.first("SELECT value FROM meta WHERE name = ?", [.text(name)]) { $0.text(0) }
         }
+        func setMeta(_ name: String, _ value: String) throws {
+            try db.run("INSERT OR REPLACE INTO meta(name, value) VALUES(?, ?)", [.text(name), .text(value)])
+        }
+        func settings() throws -> (replica: String, limit: Int)? {
+            guard try db.first("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'", [], { _ in true }) != nil,
+                let format = try meta("format")
+            else { return nil }
+            guard Int(format) == Self.formatVersion else {
+                throw ArchiveError.notAStore(path: path, reason: "its manifest has format \(format); this program reads format \(Self.formatVersion)")
+            }
+            guard let replica = try meta("replica"), let limit = try meta("history_limit").flatMap({ Int($0) }) else {
+                throw ArchiveError.notAStore(path: path, reason: "its manifest has no replica id or history limit")
+            }
+            return (replica, limit)
+        }
+
+        var current = try settings()
+        if current == nil || (requestedLimit != nil && requestedLimit != current?.limit) {
+            try db.execute("BEGIN IMMEDIATE")
+            do {
+                try db.execute(Self.schema)
+                if try settings() == nil {
+                    try setMeta("format", String(Self.formatVersion))
+                    try setMeta("replica", ReplicaID.random().rawValue)
+                    try setMeta("sequence", "0")
+                    try setMeta("created", String(Manifest.now()))
+                    try setMeta("history_limit", String(Self.defaultHistoryLimit))
+                }
+                if let requestedLimit { try setMeta("history_limit", String(requestedLimit)) }
+                current = try settings()
+                try db.execute("COMMIT")
+            } catch {
+                try? db.execute("ROLLBACK")
+                throw error
+            }
+        }
+        guard let current else { throw ArchiveError.notAStore(path: path, reason: "its manifest could not be created") }
+        replica = ReplicaID(rawValue: current.replica)
+        historyLimit = current.limit
         connection = Mutex(db)
     }
 
