@@ -59,9 +59,58 @@ extension ArchiveStore {
     ///
     /// - Returns: each object's version afterwards, in the order of `writes`.
     @discardableResult
-    func apply(_ writes: [PendingWrite]) throws -> [Int] {
-        guard !writes.isEmpty else { return [] }
-        var writes = writes
+    func apply(_ requested: [PendingWrite]) throws -> [Int] {
+        guard !requested.isEmpty else { return [] }
+        let (unchanged, needed) = try currentVersions(of: requested)
+        guard !needed.isEmpty else { return requested.indices.map { unchanged[$0] ?? 0 } }
+        var writes = needed.map { requested[$0] }
+        let versions = try write(&writes)
+        var result = requested.indices.map { unchanged[$0] ?? 0 }
+        for (position, index) in needed.enumerated() { result[index] = versions[position] }
+        return result
+    }
+
+    /// Splits `writes` into those already on disk and in the manifest exactly as requested
+    /// (same file and bytes; or a delete of what is already deleted),
+    /// with their versions, and the indices of those that need writing.
+    private func currentVersions(of writes: [PendingWrite]) throws -> (unchanged: [Int: Int], needed: [Int]) {
+        do {
+            let records = try manifest.read { tx in try writes.map { try tx.object($0.id) } }
+            var unchanged: [Int: Int] = [:]
+            var needed: [Int] = []
+            for (index, write) in writes.enumerated() {
+                guard let record = records[index] else {
+                    if write.content == nil { unchanged[index] = 0 } else { needed.append(index) }
+                    continue
+                }
+                if write.content == nil, record.isDeleted {
+                    unchanged[index] = record.version
+                } else if write.content != nil, !record.isDeleted, record.file == write.file, record.hash == write.hash,
+                    record.schemaVersion == write.schemaVersion, try fileHolds(record, hash: write.hash)
+                {
+                    unchanged[index] = record.version
+                } else {
+                    needed.append(index)
+                }
+            }
+            return (unchanged, needed)
+        } catch {
+            throw ArchiveError.wrap(error)
+        }
+    }
+
+    /// True when the record's file is on disk with exactly these contents. Compares bytes, not
+    /// the stamp: restoring over bit rot (same stamp, other bytes) must rewrite the file.
+    private func fileHolds(_ record: ObjectRecord, hash: ContentHash?) throws -> Bool {
+        let name = FileName.encode(record.id.collection)
+        let where_ = path + "/" + name + "/" + record.file
+        guard let directory = try? FileSystem.openDirectory(name, in: root, path: path + "/" + name) else { return false }
+        defer { directory.close() }
+        return try FileSystem.readFile(record.file, in: directory.fd, path: where_).map(ContentHash.init(of:)) == hash
+    }
+
+    /// Writes what ``apply(_:)`` found needs writing.
+    private func write(_ writes: inout [PendingWrite]) throws -> [Int] {
         var entries: [WriteIntent.Entry] = []
         for index in writes.indices {
             let temp = writes[index].content == nil ? nil : tempName()
