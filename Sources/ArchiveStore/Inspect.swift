@@ -152,9 +152,11 @@ extension ArchiveStore {
                     }
                 }
                 if let directory {
+                    // Files a scan would record but has not. Names it cannot map to a key, symlinks
+                    // and directories are not objects: scan lists them as ignored, verify skips them.
                     for entry in try FileSystem.listDirectory(directory.fd, path: directoryName)
-                    where !FileName.isReserved(entry.name) && !tracked.contains(entry.name) && entry.type != DT_DIR {
-                        let key = FileName.decode(FileName.split(entry.name).stem) ?? entry.name
+                    where !FileName.isReserved(entry.name) && !tracked.contains(entry.name) && (entry.type == DT_REG || entry.type == DT_UNKNOWN) {
+                        guard let key = FileName.decode(FileName.split(entry.name).stem) else { continue }
                         report.problems.append(.init(id: "\(collection)/\(key)", kind: .untracked, detail: "\(directoryName)/\(entry.name) is not in the manifest; run `archive-sync scan` to record it"))
                     }
                 }

@@ -39,7 +39,7 @@ struct ArchiveSync: ParsableCommand {
                 print(fullMessage(for: error))
                 status = 0
             } else {
-                printError(fullMessage(for: error))
+                printError(message(for: error))
                 status = 2
             }
         }
