@@ -48,8 +48,11 @@ public final class ArchiveStore: Sendable {
     public let path: String
     /// This store's replica id, made when it was created.
     public var replica: ReplicaID { manifest.replica }
-    /// How many versions of each object history keeps.
-    public var historyLimit: Int { manifest.historyLimit }
+    /// How many versions of each object history keeps (the store's setting, which any process
+    /// opening it with ``Options/historyLimit`` may change).
+    public var historyLimit: Int {
+        (try? manifest.read { try $0.historyLimit() }) ?? Manifest.defaultHistoryLimit
+    }
 
     let options: Options
     let manifest: Manifest
@@ -127,7 +130,7 @@ public final class ArchiveStore: Sendable {
     public func load<T: Decodable>(_ type: T.Type, forKey key: String, in collection: String? = nil) throws -> T? {
         let id = try ObjectID(collection: collection ?? Self.collectionName(of: T.self), key: key)
         guard let (data, file) = try readCurrent(id) else { return nil }
-        return try decode(type, id: id, file: file, data: data)
+        return try decode(type, id: id, file: file, data: data, schemaVersion: { try self.recordedSchemaVersion(of: id) })
     }
 
     /// Removes `key` from its type's collection; its history is kept. Removing an absent object does nothing.
@@ -178,7 +181,7 @@ public final class ArchiveStore: Sendable {
     public func restore<T: Decodable>(_ type: T.Type, forKey key: String, version: Int, in collection: String? = nil) throws -> Int {
         let id = try ObjectID(collection: collection ?? Self.collectionName(of: T.self), key: key)
         let (kept, data) = try keptVersion(id, version)
-        _ = try decode(type, id: id, file: kept.file, data: data)
+        _ = try decode(type, id: id, file: kept.file, data: data, schemaVersion: { kept.schemaVersion })
         return try apply([PendingWrite(id: id, file: kept.file, content: data, schemaVersion: kept.schemaVersion)])[0]
     }
 
@@ -284,7 +287,7 @@ public final class ArchiveStore: Sendable {
                 let versions = try tx.history(id)
                 guard let kept = versions.first(where: { $0.version == version }) else {
                     if let oldest = versions.first?.version, version >= 1, version < oldest {
-                        throw ArchiveError.versionNotKept(id, version: version, limit: tx.historyLimit)
+                        throw ArchiveError.versionNotKept(id, version: version, limit: try tx.historyLimit())
                     }
                     throw ArchiveError.notFound(id, version: version)
                 }
@@ -292,18 +295,20 @@ public final class ArchiveStore: Sendable {
                     throw ArchiveError.invalidInput("version \(version) of \(id) is a delete; it has no contents")
                 }
                 guard let data = try tx.content(hash) else {
-                    throw ArchiveError.versionNotKept(id, version: version, limit: tx.historyLimit)
+                    throw ArchiveError.versionNotKept(id, version: version, limit: try tx.historyLimit())
                 }
                 return (kept, data)
             }
         }
     }
 
-    private func decode<T: Decodable>(_ type: T.Type, id: ObjectID, file: String, data: Data) throws -> T {
+    /// Decodes `data` (the contents of `file`) as a `T`.
+    /// - Parameter schemaVersion: the schema the bytes were saved with; asked only for a ``VersionedModel``.
+    private func decode<T: Decodable>(_ type: T.Type, id: ObjectID, file: String, data: Data, schemaVersion: () throws -> Int?) throws -> T {
         let ext = FileName.split(file).extension
         guard let codec = ArchiveCodec(fileExtension: ext) else { throw ArchiveError.unknownCodec(id, fileExtension: String(ext)) }
         if let versioned = T.self as? any VersionedModel.Type {
-            return try decodeVersioned(versioned, id: id, codec: codec, data: data) as! T
+            return try decodeVersioned(versioned, id: id, codec: codec, data: data, recorded: schemaVersion()) as! T
         }
         do {
             return try codec.decode(type, from: data)
@@ -316,8 +321,7 @@ public final class ArchiveStore: Sendable {
     ///
     /// An object with no recorded schema (saved before the type adopted ``VersionedModel``, or
     /// written by another program) is tried in the current shape first, then as version 1.
-    private func decodeVersioned<V: VersionedModel>(_ type: V.Type, id: ObjectID, codec: ArchiveCodec, data: Data) throws -> V {
-        let recorded = try withManifest { try $0.read { try $0.object(id)?.schemaVersion } }
+    private func decodeVersioned<V: VersionedModel>(_ type: V.Type, id: ObjectID, codec: ArchiveCodec, data: Data, recorded: Int?) throws -> V {
         if let recorded, recorded > V.schemaVersion { throw ArchiveError.newerSchema(id, stored: recorded, supported: V.schemaVersion) }
         if recorded == nil || recorded == V.schemaVersion {
             do {
@@ -334,6 +338,11 @@ public final class ArchiveStore: Sendable {
         } catch {
             throw ArchiveError.migrationFailed(id, from: from, reason: Self.reason(error))
         }
+    }
+
+    /// The schema version the manifest recorded for `id`'s current version.
+    private func recordedSchemaVersion(of id: ObjectID) throws -> Int? {
+        try withManifest { try $0.read { try $0.object(id)?.schemaVersion } }
     }
 
     /// One sentence for a decoding failure, naming the coding path.
@@ -353,8 +362,9 @@ public final class ArchiveStore: Sendable {
             let underlying = context.underlyingError.map { " (\(reason($0)))" } ?? ""
             return "the data is corrupt\(at(context)): \(context.debugDescription)\(underlying)"
         default:
-            let error = error as NSError
-            return error.userInfo[NSDebugDescriptionErrorKey] as? String ?? error.localizedDescription
+            if let text = (error as? any LocalizedError)?.errorDescription { return text }
+            if let debug = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String { return debug }
+            return String(describing: error)
         }
     }
 

@@ -79,7 +79,7 @@ extension ArchiveStore {
                     path: path, replica: replica, objects: totals.objects, bytes: totals.bytes,
                     collections: try tx.collections().count, sequence: try tx.currentSequence(),
                     lastScan: try tx.meta("last_scan").flatMap { Int64($0) }.map { Date(timeIntervalSince1970: Double($0) / 1e9) },
-                    historyLimit: historyLimit)
+                    historyLimit: try tx.historyLimit())
             }
         }
     }

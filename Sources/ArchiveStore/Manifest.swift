@@ -106,8 +106,6 @@ final class Manifest: Sendable {
     private let connection: Mutex<SQLiteConnection>
     /// This store's replica id, made when the store was created.
     let replica: ReplicaID
-    /// How many versions of each object history keeps.
-    let historyLimit: Int
 
     /// Opens the manifest at `path`, creating it (with a new replica id) if it is new.
     ///
@@ -157,7 +155,6 @@ final class Manifest: Sendable {
         }
         guard let current else { throw ArchiveError.notAStore(path: path, reason: "its manifest could not be created") }
         replica = ReplicaID(rawValue: current.replica)
-        historyLimit = current.limit
         connection = Mutex(db)
     }
 
@@ -175,7 +172,7 @@ final class Manifest: Sendable {
     private func transaction<T: Sendable>(_ begin: String, _ body: (ManifestTransaction) throws -> T) throws -> T {
         try connection.withLock { db in
             try db.execute(begin)
-            let tx = ManifestTransaction(db: db, replica: replica, historyLimit: historyLimit)
+            let tx = ManifestTransaction(db: db, replica: replica)
             do {
                 let result = try body(tx)
                 try tx.finish()
@@ -212,14 +209,22 @@ struct RecordedChange {
 final class ManifestTransaction {
     private let db: SQLiteConnection
     let replica: ReplicaID
-    let historyLimit: Int
     private var sequence: Int?
+    private var cachedHistoryLimit: Int?
     private let now = Manifest.now()
 
-    fileprivate init(db: SQLiteConnection, replica: ReplicaID, historyLimit: Int) {
+    fileprivate init(db: SQLiteConnection, replica: ReplicaID) {
         self.db = db
         self.replica = replica
-        self.historyLimit = historyLimit
+    }
+
+    /// How many versions of each object history keeps: read in each transaction, because
+    /// another process may have changed it.
+    func historyLimit() throws -> Int {
+        if let cachedHistoryLimit { return cachedHistoryLimit }
+        let limit = try meta("history_limit").flatMap { Int($0) } ?? Manifest.defaultHistoryLimit
+        cachedHistoryLimit = limit
+        return limit
     }
 
     fileprivate func finish() throws {
@@ -383,8 +388,9 @@ final class ManifestTransaction {
         if let content = change.content, let hash = change.hash {
             try db.run("INSERT OR IGNORE INTO blobs(hash, data) VALUES(?, ?)", [.blob(hash.bytes), .blob(content)])
         }
-        if version > historyLimit {
-            try prune(change.id, keepingFrom: version - historyLimit + 1)
+        let limit = try historyLimit()
+        if version > limit {
+            try prune(change.id, keepingFrom: version - limit + 1)
         }
         let kind: StoreChange.Kind = change.content == nil ? .deleted : (existing == nil || existing!.isDeleted ? .created : .modified)
         return StoreChange(id: change.id, kind: kind, version: version, origin: change.origin, sequence: sequence)

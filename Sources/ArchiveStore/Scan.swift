@@ -42,10 +42,13 @@ extension ArchiveStore {
             var candidates: [(collection: String, directoryName: String, file: String, key: String?)] = []
             let known = try manifest.read { try $0.stampsByCollection() }
             var seenCollections: Set<String> = []
+            // Long collection names are hashed on disk: the manifest knows their real names.
+            var collectionsByDirectory: [String: String] = [:]
+            for collection in known.keys { collectionsByDirectory[FileName.encode(collection)] = collection }
 
             for entry in try FileSystem.listDirectory(root, path: path) {
                 if FileName.isReserved(entry.name) { continue }
-                guard let collection = FileName.decode(entry.name[...]) else {
+                guard let collection = collectionsByDirectory[entry.name] ?? FileName.decode(entry.name[...]) else {
                     report.ignored.append(IgnoredEntry(path: entry.name, reason: "not a name the store writes"))
                     continue
                 }
@@ -60,7 +63,13 @@ extension ArchiveStore {
                 defer { directory.close() }
                 seenCollections.insert(collection)
                 var rows = known[collection] ?? [:]
-                for file in try FileSystem.listDirectory(directory.fd, path: path + "/" + entry.name) {
+                let files = try FileSystem.listDirectory(directory.fd, path: path + "/" + entry.name)
+                // Which file holds each key: a second file for a key (`a.json` beside `a.plist`)
+                // is not another version of it, or each scan would flip between the two.
+                let present = Set(files.lazy.map(\.name))
+                var holders: [String: String] = [:]
+                for (file, row) in rows where !row.isDeleted && present.contains(file) { holders[row.key] = file }
+                for file in files {
                     let relative = entry.name + "/" + file.name
                     if FileName.isReserved(file.name) {
                         if try removeStaleTemp(file.name, in: directory.fd, path: relative) { report.removedTempFiles += 1 }
@@ -78,11 +87,17 @@ extension ArchiveStore {
                         report.unchanged += 1
                         continue
                     }
-                    let key = row?.key ?? FileName.decode(FileName.split(file.name).stem)
-                    guard key != nil, key.flatMap({ ObjectID.problem(with: $0, isCollection: false) }) == nil else {
+                    guard let key = row?.key ?? FileName.decode(FileName.split(file.name).stem),
+                        ObjectID.problem(with: key, isCollection: false) == nil
+                    else {
                         report.ignored.append(IgnoredEntry(path: relative, reason: "a name the store cannot map to a key"))
                         continue
                     }
+                    if let holder = holders[key], holder != file.name {
+                        report.ignored.append(IgnoredEntry(path: relative, reason: "\(entry.name)/\(holder) already holds the key '\(key)'"))
+                        continue
+                    }
+                    holders[key] = file.name
                     candidates.append((collection, entry.name, file.name, key))
                 }
                 for (file, row) in rows where !row.isDeleted {

@@ -72,13 +72,20 @@ extension ArchiveStore {
 
     /// Splits `writes` into those already on disk and in the manifest exactly as requested
     /// (same file and bytes; or a delete of what is already deleted),
-    /// with their versions, and the indices of those that need writing.
+    /// with their versions, and the indices of those that need writing. An object written
+    /// more than once in one batch is always written, in order.
     private func currentVersions(of writes: [PendingWrite]) throws -> (unchanged: [Int: Int], needed: [Int]) {
         do {
-            let records = try manifest.read { tx in try writes.map { try tx.object($0.id) } }
+            var occurrences: [ObjectID: Int] = [:]
+            for write in writes { occurrences[write.id, default: 0] += 1 }
+            let records = try manifest.read { tx in try writes.map { occurrences[$0.id] == 1 ? try tx.object($0.id) : nil } }
             var unchanged: [Int: Int] = [:]
             var needed: [Int] = []
             for (index, write) in writes.enumerated() {
+                if occurrences[write.id] != 1 {
+                    needed.append(index)
+                    continue
+                }
                 guard let record = records[index] else {
                     if write.content == nil { unchanged[index] = 0 } else { needed.append(index) }
                     continue
