@@ -90,7 +90,11 @@ let loaded = try store.load(Person.self, forKey: "person1")  // nil when absent
 precondition(loaded == renamed)
 
 // Many objects, one durability barrier.
-let team = (2...5).map { n in Person(id: "person\(n)", name: "Member \(n)", role: .member, address: ada.address, tags: [], links: [:], avatar: nil, joined: ada.joined, token: UUID()) }
+let team = (2...5).map { n in
+    Person(
+        id: "person\(n)", name: "Member \(n)", role: .member, address: ada.address, tags: [], links: [:], avatar: nil, joined: ada.joined,
+        token: UUID())
+}
 try store.batch { tx in
     for person in team { try tx.save(person, forKey: person.id) }
 }

@@ -87,7 +87,8 @@ public final class ArchiveStore: Sendable {
                 try FileSystem.makeDirectory(metadata, in: root, path: directory + "/" + metadata)
                 try FileSystem.sync(root, path: directory)
             case nil:
-                throw ArchiveError.notAStore(path: directory, reason: "it has no \(metadata) directory (run `archive-sync init \(directory)` to make it a store)")
+                throw ArchiveError.notAStore(
+                    path: directory, reason: "it has no \(metadata) directory (run `archive-sync init \(directory)` to make it a store)")
             case .symlink?:
                 throw ArchiveError.symlinkRefused(path: directory + "/" + metadata)
             default:
@@ -326,7 +327,7 @@ public final class ArchiveStore: Sendable {
         if recorded == nil || recorded == V.schemaVersion {
             do {
                 return try codec.decode(type, from: data)
-            } catch where recorded != nil || V.schemaVersion == 1 {
+            } catch  where recorded != nil || V.schemaVersion == 1 {
                 throw ArchiveError.undecodable(id, type: String(reflecting: type), reason: Self.reason(error))
             } catch {
                 // Unrecorded, and not the current shape: try it as version 1 below.

@@ -90,7 +90,9 @@ extension ArchiveStore {
         return try withManifest { manifest in
             try manifest.read { tx in
                 try tx.objects(in: collection).filter { !$0.isDeleted }.map {
-                    ObjectSummary(id: $0.id, version: $0.version, size: $0.size, modified: Date(timeIntervalSince1970: Double($0.modified) / 1e9), hash: $0.hash, file: $0.file)
+                    ObjectSummary(
+                        id: $0.id, version: $0.version, size: $0.size, modified: Date(timeIntervalSince1970: Double($0.modified) / 1e9),
+                        hash: $0.hash, file: $0.file)
                 }
             }
         }
@@ -128,7 +130,8 @@ extension ArchiveStore {
                     guard !record.isDeleted else { continue }
                     let id = record.id.description
                     let relative = directoryName + "/" + record.file
-                    guard let directory, let status = try FileSystem.status(record.file, in: directory.fd, path: relative), status.kind == .regular else {
+                    guard let directory, let status = try FileSystem.status(record.file, in: directory.fd, path: relative), status.kind == .regular
+                    else {
                         report.problems.append(.init(id: id, kind: .missing, detail: "\(relative) is missing"))
                         continue
                     }
@@ -146,9 +149,13 @@ extension ArchiveStore {
                     if ContentHash(of: data) == record.hash {
                         report.verified += 1
                     } else if status.stamp == record.stamp {
-                        report.problems.append(.init(id: id, kind: .corrupt, detail: "\(relative) changed but its size, mtime and inode did not: bit rot, or a tool that restored the mtime"))
+                        report.problems.append(
+                            .init(
+                                id: id, kind: .corrupt,
+                                detail: "\(relative) changed but its size, mtime and inode did not: bit rot, or a tool that restored the mtime"))
                     } else {
-                        report.problems.append(.init(id: id, kind: .edited, detail: "\(relative) was edited since the last scan; run `archive-sync scan` to record it"))
+                        report.problems.append(
+                            .init(id: id, kind: .edited, detail: "\(relative) was edited since the last scan; run `archive-sync scan` to record it"))
                     }
                 }
                 if let directory {
@@ -157,7 +164,10 @@ extension ArchiveStore {
                     for entry in try FileSystem.listDirectory(directory.fd, path: directoryName)
                     where !FileName.isReserved(entry.name) && !tracked.contains(entry.name) && (entry.type == DT_REG || entry.type == DT_UNKNOWN) {
                         guard let key = FileName.decode(FileName.split(entry.name).stem) else { continue }
-                        report.problems.append(.init(id: "\(collection)/\(key)", kind: .untracked, detail: "\(directoryName)/\(entry.name) is not in the manifest; run `archive-sync scan` to record it"))
+                        report.problems.append(
+                            .init(
+                                id: "\(collection)/\(key)", kind: .untracked,
+                                detail: "\(directoryName)/\(entry.name) is not in the manifest; run `archive-sync scan` to record it"))
                     }
                 }
             }
@@ -166,7 +176,8 @@ extension ArchiveStore {
                     if ContentHash(of: data) == hash {
                         report.verifiedHistory += 1
                     } else {
-                        report.problems.append(.init(id: hash.description, kind: .corruptHistory, detail: "kept content \(hash) no longer matches its hash"))
+                        report.problems.append(
+                            .init(id: hash.description, kind: .corruptHistory, detail: "kept content \(hash) no longer matches its hash"))
                     }
                 }
             }

@@ -277,7 +277,8 @@ final class ManifestTransaction {
 
     /// The row for `id`, tombstone or not.
     func object(_ id: ObjectID) throws -> ObjectRecord? {
-        try db.first("SELECT \(Self.objectColumns) FROM objects WHERE collection = ? AND key = ?", [.text(id.collection), .text(id.key)], objectRecord)
+        try db.first(
+            "SELECT \(Self.objectColumns) FROM objects WHERE collection = ? AND key = ?", [.text(id.collection), .text(id.key)], objectRecord)
     }
 
     /// The row whose file is `file` in `collection`.
@@ -289,7 +290,9 @@ final class ManifestTransaction {
     func objects(in collection: String?) throws -> [ObjectRecord] {
         var records: [ObjectRecord] = []
         if let collection {
-            try db.query("SELECT \(Self.objectColumns) FROM objects WHERE collection = ? ORDER BY key", [.text(collection)]) { records.append(objectRecord($0)) }
+            try db.query("SELECT \(Self.objectColumns) FROM objects WHERE collection = ? ORDER BY key", [.text(collection)]) {
+                records.append(objectRecord($0))
+            }
         } else {
             try db.query("SELECT \(Self.objectColumns) FROM objects ORDER BY collection, key") { records.append(objectRecord($0)) }
         }
@@ -327,7 +330,10 @@ final class ManifestTransaction {
     func updateStamp(_ id: ObjectID, _ stamp: FileStamp) throws {
         try db.run(
             "UPDATE objects SET stamp_size = ?, stamp_mtime = ?, stamp_inode = ?, racy = ? WHERE collection = ? AND key = ?",
-            [.integer(stamp.size), .integer(stamp.mtimeNanoseconds), .integer(Int64(bitPattern: stamp.inode)), .integer(isRacy(stamp) ? 1 : 0), .text(id.collection), .text(id.key)])
+            [
+                .integer(stamp.size), .integer(stamp.mtimeNanoseconds), .integer(Int64(bitPattern: stamp.inode)), .integer(isRacy(stamp) ? 1 : 0),
+                .text(id.collection), .text(id.key),
+            ])
     }
 
     private func isRacy(_ stamp: FileStamp) -> Bool {
@@ -346,12 +352,15 @@ final class ManifestTransaction {
     func record(_ change: RecordedChange) throws -> StoreChange? {
         let existing = try object(change.id)
         if let existing {
-            let unchanged = change.content == nil ? existing.isDeleted : (!existing.isDeleted && existing.hash == change.hash && existing.file == change.file)
+            let unchanged =
+                change.content == nil ? existing.isDeleted : (!existing.isDeleted && existing.hash == change.hash && existing.file == change.file)
             if unchanged {
                 if let stamp = change.stamp, stamp != existing.stamp || existing.racy { try updateStamp(change.id, stamp) }
                 if let schema = change.schemaVersion, schema != existing.schemaVersion {
                     // The same bytes, now known to be in this schema (a migration that changed nothing).
-                    try db.run("UPDATE objects SET schema = ? WHERE collection = ? AND key = ?", [.integer(Int64(schema)), .text(change.id.collection), .text(change.id.key)])
+                    try db.run(
+                        "UPDATE objects SET schema = ? WHERE collection = ? AND key = ?",
+                        [.integer(Int64(schema)), .text(change.id.collection), .text(change.id.key)])
                 }
                 return nil
             }
@@ -399,7 +408,9 @@ final class ManifestTransaction {
     private func prune(_ id: ObjectID, keepingFrom version: Int) throws {
         var dropped: [Data] = []
         let match: [SQLValue] = [.text(id.collection), .text(id.key), .integer(Int64(version))]
-        try db.query("SELECT hash FROM history WHERE collection = ? AND key = ? AND version < ? AND hash IS NOT NULL", match) { dropped.append($0.blob(0)) }
+        try db.query("SELECT hash FROM history WHERE collection = ? AND key = ? AND version < ? AND hash IS NOT NULL", match) {
+            dropped.append($0.blob(0))
+        }
         try db.run("DELETE FROM history WHERE collection = ? AND key = ? AND version < ?", match)
         for hash in Set(dropped) {
             try db.run("DELETE FROM blobs WHERE hash = ?1 AND NOT EXISTS (SELECT 1 FROM history WHERE hash = ?1)", [.blob(hash)])

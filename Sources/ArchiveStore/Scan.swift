@@ -78,7 +78,9 @@ extension ArchiveStore {
                     let row = rows.removeValue(forKey: file.name)
                     guard let status = try FileSystem.status(file.name, in: directory.fd, path: relative) else { continue }
                     guard status.kind == .regular else {
-                        let reason = status.kind == .symlink ? "a symlink, not followed" : status.kind == .directory ? "a directory inside a collection" : "not a regular file"
+                        let reason =
+                            status.kind == .symlink
+                            ? "a symlink, not followed" : status.kind == .directory ? "a directory inside a collection" : "not a regular file"
                         report.ignored.append(IgnoredEntry(path: relative, reason: reason))
                         if let row, !row.isDeleted { candidates.append((collection, entry.name, file.name, row.key)) }
                         continue
@@ -131,7 +133,10 @@ extension ArchiveStore {
                             }
                             directory.close()
                         } else if let existing = try tx.object(id), !existing.isDeleted,
-                            let change = try tx.record(RecordedChange(id: id, file: existing.file, content: nil, hash: nil, stamp: nil, schemaVersion: existing.schemaVersion, origin: .external))
+                            let change = try tx.record(
+                                RecordedChange(
+                                    id: id, file: existing.file, content: nil, hash: nil, stamp: nil, schemaVersion: existing.schemaVersion,
+                                    origin: .external))
                         {
                             changes.append(change)
                         }

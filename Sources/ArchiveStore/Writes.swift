@@ -39,7 +39,8 @@ extension ArchiveStore {
             throw ArchiveError.unencodable(id, type: String(reflecting: T.self), reason: String(describing: error))
         }
         let schema = (T.self as? any VersionedModel.Type)?.schemaVersion
-        return PendingWrite(id: id, file: FileName.join(stem: FileName.encode(id.key), extension: codec.fileExtension), content: data, schemaVersion: schema)
+        return PendingWrite(
+            id: id, file: FileName.join(stem: FileName.encode(id.key), extension: codec.fileExtension), content: data, schemaVersion: schema)
     }
 
     /// A temp file name no other process or thread uses, that names its owner for clean-up.
@@ -121,7 +122,10 @@ extension ArchiveStore {
         var entries: [WriteIntent.Entry] = []
         for index in writes.indices {
             let temp = writes[index].content == nil ? nil : tempName()
-            entries.append(WriteIntent.Entry(collection: writes[index].id.collection, key: writes[index].id.key, file: writes[index].file, temp: temp, schemaVersion: writes[index].schemaVersion))
+            entries.append(
+                WriteIntent.Entry(
+                    collection: writes[index].id.collection, key: writes[index].id.key, file: writes[index].file, temp: temp,
+                    schemaVersion: writes[index].schemaVersion))
         }
         do {
             var directories: [String: FileHandle] = [:]
@@ -144,7 +148,8 @@ extension ArchiveStore {
             do {
                 for (index, entry) in entries.enumerated() {
                     guard let temp = entry.temp, let content = writes[index].content, let directory = directories[entry.collection] else { continue }
-                    writes[index].stamp = try FileSystem.writeNewFile(temp, in: directory.fd, data: content, sync: writes.count == 1, path: path + "/" + temp)
+                    writes[index].stamp = try FileSystem.writeNewFile(
+                        temp, in: directory.fd, data: content, sync: writes.count == 1, path: path + "/" + temp)
                 }
                 if writes.count > 1, entries.contains(where: { $0.temp != nil }) {
                     try FileSystem.syncFileSystem(root, path: path)
@@ -227,12 +232,15 @@ extension ArchiveStore {
     /// Records what is on disk for one object's file, as a scan would: a changed file is a new
     /// version, a missing one a delete, an unchanged one nothing.
     @discardableResult
-    func reconcileFile(_ file: String, of id: ObjectID, in directory: Int32, tx: ManifestTransaction, schemaVersion: Int? = nil) throws -> StoreChange? {
+    func reconcileFile(_ file: String, of id: ObjectID, in directory: Int32, tx: ManifestTransaction, schemaVersion: Int? = nil) throws
+        -> StoreChange?
+    {
         let where_ = path + "/" + FileName.encode(id.collection) + "/" + file
         let existing = try tx.object(id)
         guard let status = try FileSystem.status(file, in: directory, path: where_), status.kind == .regular else {
             guard let existing, !existing.isDeleted, existing.file == file else { return nil }
-            return try tx.record(RecordedChange(id: id, file: file, content: nil, hash: nil, stamp: nil, schemaVersion: existing.schemaVersion, origin: .external))
+            return try tx.record(
+                RecordedChange(id: id, file: file, content: nil, hash: nil, stamp: nil, schemaVersion: existing.schemaVersion, origin: .external))
         }
         if let existing, !existing.isDeleted, existing.file == file, existing.stamp == status.stamp, !existing.racy { return nil }
         guard let content = try FileSystem.readFile(file, in: directory, path: where_) else { return nil }

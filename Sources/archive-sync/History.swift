@@ -19,7 +19,10 @@ struct History: ParsableCommand {
         if output.json { return try output.printJSON(versions) }
         var rows = [["VERSION", "DATE (UTC)", "SIZE", "SHA-256", "REPLICA", ""]]
         rows += versions.map {
-            [String($0.version), $0.date.shortDescription, String($0.size), $0.hash.map { String($0.description.prefix(12)) } ?? "-", $0.replica.description, $0.isDeleted ? "deleted" : ""]
+            [
+                String($0.version), $0.date.shortDescription, String($0.size), $0.hash.map { String($0.description.prefix(12)) } ?? "-",
+                $0.replica.description, $0.isDeleted ? "deleted" : "",
+            ]
         }
         print(table(rows))
     }

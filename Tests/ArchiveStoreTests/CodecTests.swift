@@ -63,7 +63,9 @@ struct Profile: Codable, Equatable, Sendable {
         tags: ["analyst", "metaphysician", "ünïcødé", "日本語", "🧮"],
         matrix: [[1, 2, 3], [], [-4]],
         scores: ["math": 100, "poetry": 42, "zeta": 0, "alpha": -1],
-        addressBook: ["babbage": Address(street: "1 Dorset St", city: "London", postcode: "W1", location: Coordinates(latitude: 51.52, longitude: -0.15))],
+        addressBook: [
+            "babbage": Address(street: "1 Dorset St", city: "London", postcode: "W1", location: Coordinates(latitude: 51.52, longitude: -0.15))
+        ],
         nickname: nil,
         middleName: "Augusta",
         missingAddress: nil,
@@ -74,7 +76,10 @@ struct Profile: Codable, Equatable, Sendable {
         id: UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F")!,
         role: .admin,
         roles: [.member, .guest],
-        contacts: [.email("ada@example.com"), .phone(country: 44, number: "20 7946 0000"), .postal(Address(street: "s", city: "c", postcode: nil, location: Coordinates(latitude: 1, longitude: 2))), .none]
+        contacts: [
+            .email("ada@example.com"), .phone(country: 44, number: "20 7946 0000"),
+            .postal(Address(street: "s", city: "c", postcode: nil, location: Coordinates(latitude: 1, longitude: 2))), .none,
+        ]
     )
 }
 

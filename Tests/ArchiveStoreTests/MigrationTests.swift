@@ -99,12 +99,18 @@ struct MigrationTests {
             #expect(history.map(\.schemaVersion) == [1, 2])
             // The file is now in the version 2 shape: it decodes without any migration...
             let file = try contents(of: path + "/Contact/ada.json")
-            #expect(try JSONDecoder().decode(ContactV2NoMigration.self, from: file) == ContactV2NoMigration(firstName: "Ada", lastName: "Lovelace", phone: "1"))
+            #expect(
+                try JSONDecoder().decode(ContactV2NoMigration.self, from: file)
+                    == ContactV2NoMigration(firstName: "Ada", lastName: "Lovelace", phone: "1"))
             // ...and the store no longer migrates it when loading.
-            #expect(try store.load(ContactV2NoMigration.self, forKey: "ada", in: contacts) == ContactV2NoMigration(firstName: "Ada", lastName: "Lovelace", phone: "1"))
-            #expect(try store.load(ContactV2.self, forKey: "charles", in: contacts) == ContactV2(firstName: "Charles", lastName: "Babbage", phone: "2"))
+            #expect(
+                try store.load(ContactV2NoMigration.self, forKey: "ada", in: contacts)
+                    == ContactV2NoMigration(firstName: "Ada", lastName: "Lovelace", phone: "1"))
+            #expect(
+                try store.load(ContactV2.self, forKey: "charles", in: contacts) == ContactV2(firstName: "Charles", lastName: "Babbage", phone: "2"))
             // A version 1 program now sees an object from the future.
-            guard case .newerSchema(_, stored: 2, supported: 1)? = archiveError({ try store.load(ContactV1.self, forKey: "ada", in: contacts) }) else {
+            guard case .newerSchema(_, stored: 2, supported: 1)? = archiveError({ try store.load(ContactV1.self, forKey: "ada", in: contacts) })
+            else {
                 Issue.record("a version 1 type should not read a migrated object")
                 return
             }
@@ -185,7 +191,8 @@ struct MigrationTests {
             #expect(try store.history(charles).last?.schemaVersion == nil)
 
             #expect(try store.load(ContactV2.self, forKey: "ada", in: contacts) == ContactV2(firstName: "Ada", lastName: "Lovelace", phone: "1"))
-            #expect(try store.load(ContactV2.self, forKey: "charles", in: contacts) == ContactV2(firstName: "Charles", lastName: "Babbage", phone: "2"))
+            #expect(
+                try store.load(ContactV2.self, forKey: "charles", in: contacts) == ContactV2(firstName: "Charles", lastName: "Babbage", phone: "2"))
         }
     }
 
