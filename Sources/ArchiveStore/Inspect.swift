@@ -114,18 +114,24 @@ extension ArchiveStore {
 
     /// Re-hashes every object and every kept history content and compares them with the
     /// manifest. Changes nothing; ``VerifyReport/isClean`` is false on any mismatch.
-    public func verify() throws -> VerifyReport {
+    ///
+    /// - Parameter progress: called every thousand objects with how many are checked and how many there are.
+    public func verify(progress: ((_ done: Int, _ total: Int) -> Void)? = nil) throws -> VerifyReport {
         do {
             var report = VerifyReport()
             let records = try manifest.read { try $0.objects(in: nil) }
             var byCollection: [String: [ObjectRecord]] = [:]
             for record in records { byCollection[record.id.collection, default: []].append(record) }
+            let total = records.count
+            var checked = 0
             for (collection, records) in byCollection.sorted(by: { $0.key < $1.key }) {
                 let directoryName = FileName.encode(collection)
                 let directory = try? FileSystem.openDirectory(directoryName, in: root, path: path + "/" + directoryName)
                 defer { directory?.close() }
                 var tracked: Set<String> = []
                 for record in records {
+                    checked += 1
+                    if checked % 1000 == 0 { progress?(checked, total) }
                     tracked.insert(record.file)
                     guard !record.isDeleted else { continue }
                     let id = record.id.description

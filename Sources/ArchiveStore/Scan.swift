@@ -36,7 +36,10 @@ extension ArchiveStore {
     /// Like git's index, a scan compares each file's stamp (size, mtime in nanoseconds, inode)
     /// with the manifest and reads only files whose stamp changed; a file whose content hash
     /// still matches is not a new version. It also removes temp files left by dead processes.
-    public func scan() throws -> ScanReport {
+    ///
+    /// - Parameter progress: called now and then with the changed files read so far and how
+    ///   many there are, while they are read and recorded.
+    public func scan(progress: ((_ done: Int, _ total: Int) -> Void)? = nil) throws -> ScanReport {
         do {
             var report = ScanReport()
             var candidates: [(collection: String, directoryName: String, file: String, key: String?)] = []
@@ -143,6 +146,7 @@ extension ArchiveStore {
                     }
                     return (changes, touched)
                 }
+                progress?(index, candidates.count)
                 report.changes += changes.0
                 report.touched += changes.1
             }

@@ -61,3 +61,22 @@ extension String {
         return result
     }
 }
+
+/// Prints `verb done/total` over itself on stderr while a long command runs, when stderr is a terminal.
+struct ProgressLine {
+    let verb: String
+    private let enabled = isatty(2) != 0
+
+    init(_ verb: String) { self.verb = verb }
+
+    func update(_ done: Int, _ total: Int) {
+        guard enabled, total > 0 else { return }
+        FileHandle.standardError.write(Data("\r\(verb) \(done)/\(total)".utf8))
+    }
+
+    /// Clears the line.
+    func finish() {
+        guard enabled else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+    }
+}

@@ -16,7 +16,9 @@ struct Scan: ParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func run() throws {
-        let report = try store.open().scan()
+        let progress = ProgressLine("recorded")
+        let report = try store.open().scan(progress: progress.update)
+        progress.finish()
         if output.json { return try output.printJSON(report) }
         for change in report.changes {
             print("\(change.kind.rawValue) \(change.id) (version \(change.version))")

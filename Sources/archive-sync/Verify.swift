@@ -16,7 +16,9 @@ struct Verify: ParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func run() throws {
-        let report = try store.open().verify()
+        let progress = ProgressLine("verified")
+        let report = try store.open().verify(progress: progress.update)
+        progress.finish()
         if output.json {
             try output.printJSON(report)
         } else {
