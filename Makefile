@@ -24,10 +24,13 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 
+# One `swift build` builds only the last --product it is given, hence two builds.
+# BENCH_ARGS: e.g. --quick, --only 3. BENCH_BUILD: e.g. --scratch-path .build-bench.
 bench: deps
 	@bash .ci/apt-install $(APT_PACKAGES) $(BENCH_PACKAGES)
-	$(SWIFT) build -c release --product archive-bench --product archive-sync
-	"$$($(SWIFT) build -c release --show-bin-path)/archive-bench" $(BENCH_ARGS)
+	$(SWIFT) build -c release $(BENCH_BUILD) --product archive-sync
+	$(SWIFT) build -c release $(BENCH_BUILD) --product archive-bench
+	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/archive-bench" $(BENCH_ARGS)
 
 format:
-	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Benchmarks
+	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Samples Benchmarks
