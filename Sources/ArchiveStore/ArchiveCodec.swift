@@ -40,8 +40,17 @@ public enum ArchiveCodec: String, Sendable, CaseIterable, Codable {
         }
     }
 
+    private static let jsonDecoder = JSONDecoder()
+    private static let plistDecoder = PropertyListDecoder()
+
     /// Decodes a `T` from this codec's bytes.
     public func decode<T: Decodable>(_ type: T.Type, from data: Data, userInfo: [CodingUserInfoKey: any Sendable] = [:]) throws -> T {
+        if userInfo.isEmpty {
+            switch self {
+            case .json: return try Self.jsonDecoder.decode(type, from: data)
+            case .propertyList: return try Self.plistDecoder.decode(type, from: data)
+            }
+        }
         switch self {
         case .json:
             let decoder = JSONDecoder()

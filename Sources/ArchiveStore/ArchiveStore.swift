@@ -110,8 +110,15 @@ public final class ArchiveStore: Sendable {
 
     /// The collection a type is stored in by default: its name, such as `Person`.
     public static func collectionName<T>(of type: T.Type) -> String {
-        String(describing: type)
+        let id = ObjectIdentifier(type)
+        if let name = collectionNames.withLock({ $0[id] }) { return name }
+        let name = String(describing: type)
+        collectionNames.withLock { $0[id] = name }
+        return name
     }
+
+    /// `String(describing:)` of a type costs about as much as reading a small file: cache it.
+    private static let collectionNames = Mutex<[ObjectIdentifier: String]>([:])
 
     /// Saves `value` as the next version of `key` in its type's collection.
     ///
@@ -259,24 +266,20 @@ public final class ArchiveStore: Sendable {
     /// The current file's bytes and name, or nil when the object does not exist.
     private func readCurrent(_ id: ObjectID) throws -> (Data, String)? {
         do {
-            let directoryName = FileName.encode(id.collection)
-            let directory: FileHandle
-            do {
-                directory = try FileSystem.openDirectory(directoryName, in: root, path: path + "/" + directoryName)
-            } catch let error as SystemCallError where error.errno == ENOENT {
-                return nil
-            }
-            defer { directory.close() }
+            let directory = FileName.encode(id.collection)
             let stem = FileName.encode(id.key)
             let preferred = FileName.join(stem: stem, extension: codec(for: id.collection).fileExtension)
-            if let data = try FileSystem.readFile(preferred, in: directory.fd, path: self.path + "/" + directoryName + "/" + preferred) {
+            let relative = directory + "/" + preferred
+            if let data = try FileSystem.readFile(relative, in: root, path: self.path + "/" + relative) {
                 return (data, preferred)
             }
             // Stored in another codec (or under a name from before a codec change): ask the manifest.
             guard let record = try manifest.read({ try $0.object(id) }), !record.isDeleted, record.file != preferred,
-                let data = try FileSystem.readFile(record.file, in: directory.fd, path: self.path + "/" + directoryName + "/" + record.file)
+                let data = try FileSystem.readFile(directory + "/" + record.file, in: root, path: self.path + "/" + directory + "/" + record.file)
             else { return nil }
             return (data, record.file)
+        } catch let error as SystemCallError where error.errno == ENOTDIR {
+            return nil
         } catch {
             throw ArchiveError.wrap(error)
         }

@@ -27,9 +27,19 @@ enum FileName {
 
     /// The file-name stem for `key`: reversible for short keys, prefix + hash for long ones.
     static func encode(_ key: String) -> String {
+        // Most keys need no escape: return them as they are, without copying.
+        var first = true
+        if key.utf8.count <= maximumStemBytes,
+            !key.utf8.contains(where: { byte in
+                defer { first = false }
+                return needsEscape(byte, first: first)
+            })
+        {
+            return key
+        }
         var out: [UInt8] = []
         out.reserveCapacity(key.utf8.count)
-        var first = true
+        first = true
         for byte in key.utf8 {
             if needsEscape(byte, first: first) {
                 out.append(UInt8(ascii: "%"))

@@ -89,11 +89,37 @@ enum FileSystem {
         throw SystemCallError(call: "mkdir", path: path, errno: errno)
     }
 
-    /// Reads a whole regular file, or returns nil when it does not exist.
+    /// Opens `relativePath` below `directory` without following a symlink anywhere on the way.
     ///
-    /// The corresponding C functions are `openat` (with `O_NOFOLLOW`), `fstat` and `read`.
-    static func readFile(_ name: String, in directory: Int32, path: @autoclosure () -> String) throws -> Data? {
-        let fd = openat(directory, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+    /// The corresponding C function is `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`;
+    /// where the kernel lacks it, `openat` with `O_NOFOLLOW` on each component.
+    static func openBeneath(_ relativePath: String, in directory: Int32, flags: Int32) -> Int32 {
+        while true {
+            let fd = archive_open_beneath(directory, relativePath, flags | O_CLOEXEC, 0)
+            if fd >= 0 || errno != EINTR && errno != ENOSYS { return fd }
+            if errno == ENOSYS { break }
+        }
+        var parent = directory
+        var components = relativePath.split(separator: "/", omittingEmptySubsequences: true)
+        let last = components.removeLast()
+        defer { if parent != directory { _ = Glibc.close(parent) } }
+        for component in components {
+            let next = openat(parent, String(component), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            if parent != directory { _ = Glibc.close(parent) }
+            guard next >= 0 else {
+                parent = directory
+                return -1
+            }
+            parent = next
+        }
+        return openat(parent, String(last), flags | O_NOFOLLOW | O_CLOEXEC)
+    }
+
+    /// Reads a whole regular file below `directory`, or returns nil when it does not exist.
+    ///
+    /// The corresponding C functions are `openat2` (see ``openBeneath(_:in:flags:)``), `fstat` and `read`.
+    static func readFile(_ relativePath: String, in directory: Int32, path: @autoclosure () -> String) throws -> Data? {
+        let fd = openBeneath(relativePath, in: directory, flags: O_RDONLY)
         if fd < 0 {
             if errno == ENOENT { return nil }
             throw SystemCallError(call: "open", path: path(), errno: errno)
@@ -104,14 +130,13 @@ enum FileSystem {
         guard info.st_mode & S_IFMT == S_IFREG else {
             throw SystemCallError(call: "open", path: path(), errno: EISDIR)
         }
-        var capacity = max(Int(info.st_size), 0) + 1
+        let expected = max(Int(info.st_size), 0)
+        var capacity = expected + 1
         var data = Data(count: capacity)
         var count = 0
-        while true {
-            if count == capacity {
-                capacity *= 2
-                data.count = capacity
-            }
+        // Stop at the size fstat gave (saving a read that would return 0), or read on to EOF
+        // if the file turns out longer.
+        while count < capacity, count != expected || expected == 0 {
             let n = data.withUnsafeMutableBytes { buffer in
                 read(fd, buffer.baseAddress! + count, capacity - count)
             }
@@ -121,6 +146,10 @@ enum FileSystem {
             }
             if n == 0 { break }
             count += n
+            if count == capacity {
+                capacity *= 2
+                data.count = capacity
+            }
         }
         data.count = count
         return data

@@ -52,16 +52,30 @@ public struct ObjectID: Hashable, Sendable, Comparable, CustomStringConvertible 
         (lhs.collection, lhs.key) < (rhs.collection, rhs.key)
     }
 
-    /// Why `name` cannot be a key (or collection), or nil when it can.
+    /// Why `name` cannot be a key (or collection), or nil when it can. One pass over the bytes.
     static func problem(with name: String, isCollection: Bool) -> String? {
-        if name.isEmpty { return "it is empty" }
-        if name.utf8.count > maximumLength { return "it is longer than \(maximumLength) bytes" }
-        if name.utf8.contains(0) { return "it contains a NUL byte" }
-        if name.hasPrefix("/") { return "it is an absolute path" }
-        if isCollection && name.contains("/") { return "a collection name cannot contain '/'" }
-        if name.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == "." || $0 == ".." }) {
-            return "'.' and '..' would leave the collection"
+        let bytes = name.utf8
+        let slash = UInt8(ascii: "/")
+        let dot = UInt8(ascii: ".")
+        if bytes.isEmpty { return "it is empty" }
+        if bytes.count > maximumLength { return "it is longer than \(maximumLength) bytes" }
+        if bytes.first == slash { return "it is an absolute path" }
+        // Walk the `/`-separated components, looking for NUL, `.` and `..`.
+        var componentLength = 0
+        var dots = 0
+        for byte in bytes {
+            if byte == 0 { return "it contains a NUL byte" }
+            if byte == slash {
+                if isCollection { return "a collection name cannot contain '/'" }
+                if componentLength > 0, componentLength == dots, dots <= 2 { return "'.' and '..' would leave the collection" }
+                componentLength = 0
+                dots = 0
+            } else {
+                componentLength += 1
+                if byte == dot { dots += 1 }
+            }
         }
+        if componentLength > 0, componentLength == dots, dots <= 2 { return "'.' and '..' would leave the collection" }
         return nil
     }
 }

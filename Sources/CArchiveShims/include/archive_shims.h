@@ -3,8 +3,23 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /// syncfs(2) needs _GNU_SOURCE, which Swift's Glibc module is not built with.
 static inline int archive_syncfs(int fd) { return syncfs(fd); }
+
+/// openat2(2) with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS: opens `path` below `dirfd` in one
+/// call, failing with ELOOP on any symlink along the way and EXDEV on any way out. Glibc has
+/// no wrapper. Fails with ENOSYS on kernels before 5.6.
+static inline int archive_open_beneath(int dirfd, const char *path, int flags, unsigned int mode) {
+    struct open_how how = {0};
+    how.flags = (unsigned long long)flags;
+    how.mode = (flags & O_CREAT) ? mode : 0;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+}
 #endif
