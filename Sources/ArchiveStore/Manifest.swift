@@ -74,7 +74,6 @@ final class Manifest: Sendable {
             replica TEXT NOT NULL,
             PRIMARY KEY(collection, key)
         ) WITHOUT ROWID;
-        CREATE UNIQUE INDEX IF NOT EXISTS objects_by_file ON objects(collection, file);
         CREATE INDEX IF NOT EXISTS objects_by_seq ON objects(seq);
         CREATE TABLE IF NOT EXISTS history(
             collection TEXT NOT NULL,
@@ -90,11 +89,11 @@ final class Manifest: Sendable {
             schema INTEGER,
             PRIMARY KEY(collection, key, version)
         ) WITHOUT ROWID;
-        CREATE INDEX IF NOT EXISTS history_by_hash ON history(hash);
         CREATE TABLE IF NOT EXISTS blobs(
             hash BLOB PRIMARY KEY,
+            refs INTEGER NOT NULL,
             data BLOB NOT NULL
-        );
+        ) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS intents(
             id INTEGER PRIMARY KEY,
             pid INTEGER NOT NULL,
@@ -141,7 +140,6 @@ final class Manifest: Sendable {
                 if try settings() == nil {
                     try setMeta("format", String(Self.formatVersion))
                     try setMeta("replica", ReplicaID.random().rawValue)
-                    try setMeta("sequence", "0")
                     try setMeta("created", String(Manifest.now()))
                     try setMeta("history_limit", String(Self.defaultHistoryLimit))
                 }
@@ -227,9 +225,7 @@ final class ManifestTransaction {
         return limit
     }
 
-    fileprivate func finish() throws {
-        if let sequence { try setMeta("sequence", String(sequence)) }
-    }
+    fileprivate func finish() throws {}
 
     // MARK: Meta
 
@@ -241,10 +237,11 @@ final class ManifestTransaction {
         try db.run("INSERT OR REPLACE INTO meta(name, value) VALUES(?, ?)", [.text(name), .text(value)])
     }
 
-    /// The store-wide change sequence: the number of changes ever recorded.
+    /// The store-wide change sequence: the number of changes ever recorded. Objects keep
+    /// their rows as tombstones, so the largest `seq` of any row is the latest change.
     func currentSequence() throws -> Int {
         if let sequence { return sequence }
-        let stored = try meta("sequence").flatMap { Int($0) } ?? 0
+        let stored = try db.first("SELECT coalesce(max(seq), 0) FROM objects") { Int($0.int(0)) } ?? 0
         sequence = stored
         return stored
     }
@@ -279,11 +276,6 @@ final class ManifestTransaction {
     func object(_ id: ObjectID) throws -> ObjectRecord? {
         try db.first(
             "SELECT \(Self.objectColumns) FROM objects WHERE collection = ? AND key = ?", [.text(id.collection), .text(id.key)], objectRecord)
-    }
-
-    /// The row whose file is `file` in `collection`.
-    func object(collection: String, file: String) throws -> ObjectRecord? {
-        try db.first("SELECT \(Self.objectColumns) FROM objects WHERE collection = ? AND file = ?", [.text(collection), .text(file)], objectRecord)
     }
 
     /// Every row in `collection` (or in the store), tombstones included, in key order.
@@ -348,9 +340,10 @@ final class ManifestTransaction {
     /// A change whose hash equals the current row's (and is not a delete of a tombstone) is
     /// not a new version: only the stamp (and a newly known schema version) is updated, and
     /// nil is returned.
+    ///
+    /// - Parameter existing: the object's current row, which the caller has just read.
     @discardableResult
-    func record(_ change: RecordedChange) throws -> StoreChange? {
-        let existing = try object(change.id)
+    func record(_ change: RecordedChange, existing: ObjectRecord?) throws -> StoreChange? {
         if let existing {
             let unchanged =
                 change.content == nil ? existing.isDeleted : (!existing.isDeleted && existing.hash == change.hash && existing.file == change.file)
@@ -389,13 +382,16 @@ final class ManifestTransaction {
                 .integer(now), .integer(change.content == nil ? 1 : 0), schemaValue, .integer(Int64(sequence)), .text(replica.rawValue),
             ])
         try db.run(
-            "INSERT OR REPLACE INTO history(collection, key, version, file, hash, size, modified, deleted, replica, vector, schema) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO history(collection, key, version, file, hash, size, modified, deleted, replica, vector, schema) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 .text(change.id.collection), .text(change.id.key), .integer(Int64(version)), .text(change.file), hashValue, .integer(Int64(size)),
                 .integer(now), .integer(change.content == nil ? 1 : 0), .text(replica.rawValue), .text(vector.description), schemaValue,
             ])
         if let content = change.content, let hash = change.hash {
-            try db.run("INSERT OR IGNORE INTO blobs(hash, data) VALUES(?, ?)", [.blob(hash.bytes), .blob(content)])
+            // Kept once per distinct hash, counted once per history row that names it.
+            try db.run(
+                "INSERT INTO blobs(hash, refs, data) VALUES(?, 1, ?) ON CONFLICT(hash) DO UPDATE SET refs = refs + 1",
+                [.blob(hash.bytes), .blob(content)])
         }
         let limit = try historyLimit()
         if version > limit {
@@ -412,8 +408,11 @@ final class ManifestTransaction {
             dropped.append($0.blob(0))
         }
         try db.run("DELETE FROM history WHERE collection = ? AND key = ? AND version < ?", match)
+        for hash in dropped {
+            try db.run("UPDATE blobs SET refs = refs - 1 WHERE hash = ?", [.blob(hash)])
+        }
         for hash in Set(dropped) {
-            try db.run("DELETE FROM blobs WHERE hash = ?1 AND NOT EXISTS (SELECT 1 FROM history WHERE hash = ?1)", [.blob(hash)])
+            try db.run("DELETE FROM blobs WHERE hash = ? AND refs <= 0", [.blob(hash)])
         }
     }
 

@@ -139,7 +139,8 @@ extension ArchiveStore {
                             let change = try tx.record(
                                 RecordedChange(
                                     id: id, file: existing.file, content: nil, hash: nil, stamp: nil, schemaVersion: existing.schemaVersion,
-                                    origin: .external))
+                                    origin: .external),
+                                existing: existing)
                         {
                             changes.append(change)
                         }

@@ -52,149 +52,174 @@ extension ArchiveStore {
 
     /// Applies saves and deletes with one durability barrier, in the crash-safe order:
     ///
-    /// 1. record an intent naming every temp file and target (a dead process's intent tells
-    ///    the next open what to clean and reconcile);
+    /// 1. under the manifest's write lock: leave out what is already stored exactly as asked,
+    ///    and record an intent naming every temp file and target (a dead process's intent
+    ///    tells the next open what to clean and reconcile);
     /// 2. write every temp file and flush them (`fdatasync` for one, `syncfs` for many);
-    /// 3. under the manifest's write lock: rename each temp over its target (or unlink the
-    ///    target of a delete), `fsync` each directory once, record each change, drop the intent.
+    /// 3. under the write lock again: rename each temp over its target (or unlink the target
+    ///    of a delete), record each change, `fsync` each directory once, drop the intent, commit.
     ///
-    /// - Returns: each object's version afterwards, in the order of `writes`.
+    /// - Returns: each object's version afterwards, in the order of `requested`.
     @discardableResult
     func apply(_ requested: [PendingWrite]) throws -> [Int] {
         guard !requested.isEmpty else { return [] }
-        let (unchanged, needed) = try currentVersions(of: requested)
-        guard !needed.isEmpty else { return requested.indices.map { unchanged[$0] ?? 0 } }
-        var writes = needed.map { requested[$0] }
-        let versions = try write(&writes)
-        var result = requested.indices.map { unchanged[$0] ?? 0 }
-        for (position, index) in needed.enumerated() { result[index] = versions[position] }
-        return result
-    }
-
-    /// Splits `writes` into those already on disk and in the manifest exactly as requested
-    /// (same file and bytes; or a delete of what is already deleted),
-    /// with their versions, and the indices of those that need writing. An object written
-    /// more than once in one batch is always written, in order.
-    private func currentVersions(of writes: [PendingWrite]) throws -> (unchanged: [Int: Int], needed: [Int]) {
+        var directories: [String: FileHandle] = [:]
+        defer { for directory in directories.values { directory.close() } }
         do {
-            var occurrences: [ObjectID: Int] = [:]
-            for write in writes { occurrences[write.id, default: 0] += 1 }
-            let records = try manifest.read { tx in try writes.map { occurrences[$0.id] == 1 ? try tx.object($0.id) : nil } }
-            var unchanged: [Int: Int] = [:]
-            var needed: [Int] = []
-            for (index, write) in writes.enumerated() {
-                if occurrences[write.id] != 1 {
-                    needed.append(index)
-                    continue
-                }
-                guard let record = records[index] else {
-                    if write.content == nil { unchanged[index] = 0 } else { needed.append(index) }
-                    continue
-                }
-                if write.content == nil, record.isDeleted {
-                    unchanged[index] = record.version
-                } else if write.content != nil, !record.isDeleted, record.file == write.file, record.hash == write.hash,
-                    record.schemaVersion == write.schemaVersion, try fileHolds(record, hash: write.hash)
-                {
-                    unchanged[index] = record.version
-                } else {
-                    needed.append(index)
-                }
-            }
-            return (unchanged, needed)
-        } catch {
-            throw ArchiveError.wrap(error)
-        }
-    }
-
-    /// True when the record's file is on disk with exactly these contents. Compares bytes, not
-    /// the stamp: restoring over bit rot (same stamp, other bytes) must rewrite the file.
-    private func fileHolds(_ record: ObjectRecord, hash: ContentHash?) throws -> Bool {
-        let name = FileName.encode(record.id.collection)
-        let where_ = path + "/" + name + "/" + record.file
-        guard let directory = try? FileSystem.openDirectory(name, in: root, path: path + "/" + name) else { return false }
-        defer { directory.close() }
-        return try FileSystem.readFile(record.file, in: directory.fd, path: where_).map(ContentHash.init(of:)) == hash
-    }
-
-    /// Writes what ``apply(_:)`` found needs writing.
-    private func write(_ writes: inout [PendingWrite]) throws -> [Int] {
-        var entries: [WriteIntent.Entry] = []
-        for index in writes.indices {
-            let temp = writes[index].content == nil ? nil : tempName()
-            entries.append(
-                WriteIntent.Entry(
-                    collection: writes[index].id.collection, key: writes[index].id.key, file: writes[index].file, temp: temp,
-                    schemaVersion: writes[index].schemaVersion))
-        }
-        do {
-            var directories: [String: FileHandle] = [:]
-            defer { for directory in directories.values { directory.close() } }
             var createdDirectory = false
-            for write in writes where directories[write.id.collection] == nil {
-                let name = FileName.encode(write.id.collection)
-                if write.content != nil {
-                    createdDirectory = try FileSystem.makeDirectory(name, in: root, path: path + "/" + name) || createdDirectory
-                }
-                do {
-                    directories[write.id.collection] = try FileSystem.openDirectory(name, in: root, path: path + "/" + name)
-                } catch let error as SystemCallError where error.errno == ENOENT {
-                    continue  // a delete in a collection that has no directory: nothing on disk
-                }
+            for write in requested where directories[write.id.collection] == nil {
+                let (handle, created) = try openCollection(write.id.collection, create: write.content != nil)
+                directories[write.id.collection] = handle
+                createdDirectory = createdDirectory || created
             }
             if createdDirectory { try FileSystem.sync(root, path: path) }
 
-            let intent = try manifest.write { try $0.addIntent(entries) }
+            let plan = try manifest.write { tx in try self.plan(requested, tx: tx) }
+            guard let intent = plan.intent else { return plan.versions.map { $0 ?? 0 } }
+            var writes = plan.needed.map { requested[$0] }
             do {
-                for (index, entry) in entries.enumerated() {
-                    guard let temp = entry.temp, let content = writes[index].content, let directory = directories[entry.collection] else { continue }
-                    writes[index].stamp = try FileSystem.writeNewFile(
-                        temp, in: directory.fd, data: content, sync: writes.count == 1, path: path + "/" + temp)
+                try writeTempFiles(&writes, entries: plan.entries, directories: directories)
+                let versions = try manifest.write { tx in
+                    try self.commit(writes, entries: plan.entries, intent: intent, directories: directories, tx: tx)
                 }
-                if writes.count > 1, entries.contains(where: { $0.temp != nil }) {
-                    try FileSystem.syncFileSystem(root, path: path)
-                }
-                return try manifest.write { tx in
-                    var versions: [Int] = []
-                    var touched: Set<String> = []
-                    for (index, write) in writes.enumerated() {
-                        let existing = try tx.object(write.id)
-                        guard let directory = directories[write.id.collection] else {
-                            versions.append(existing?.version ?? 0)
-                            continue
-                        }
-                        let where_ = path + "/" + FileName.encode(write.id.collection) + "/"
-                        var file = write.file
-                        if let temp = entries[index].temp {
-                            try FileSystem.rename(temp, to: write.file, in: directory.fd, path: where_ + write.file)
-                            touched.insert(write.id.collection)
-                        }
-                        if let existing, !existing.isDeleted, existing.file != write.file || write.content == nil {
-                            if try FileSystem.removeFile(existing.file, in: directory.fd, path: where_ + existing.file) {
-                                touched.insert(write.id.collection)
-                            }
-                            if write.content == nil { file = existing.file }
-                        }
-                        let change = RecordedChange(
-                            id: write.id, file: file, content: write.content, hash: write.hash, stamp: write.stamp,
-                            schemaVersion: write.schemaVersion, origin: .local)
-                        let recorded = try tx.record(change)
-                        versions.append(recorded?.version ?? existing?.version ?? 0)
-                    }
-                    for collection in touched {
-                        try FileSystem.sync(directories[collection]!.fd, path: path + "/" + FileName.encode(collection))
-                    }
-                    try tx.removeIntent(intent)
-                    return versions
-                }
+                var result = plan.versions.map { $0 ?? 0 }
+                for (position, index) in plan.needed.enumerated() { result[index] = versions[position] }
+                return result
             } catch {
                 // Undo what can be undone now rather than waiting for this process to die.
-                try? reconcile(WriteIntent(id: intent, owner: .current, entries: entries))
+                try? reconcile(WriteIntent(id: intent, owner: .current, entries: plan.entries))
                 throw error
             }
         } catch {
             throw ArchiveError.wrap(error)
         }
+    }
+
+    /// What ``apply(_:)`` will write.
+    private struct WritePlan: Sendable {
+        /// The version of each requested write already stored as asked; nil for those to write.
+        var versions: [Int?]
+        /// Indices of the writes to make, in order.
+        var needed: [Int] = []
+        var entries: [WriteIntent.Entry] = []
+        var intent: Int64?
+    }
+
+    /// Phase 1 of ``apply(_:)``: drops writes already stored exactly as asked (same file and
+    /// bytes, or a delete of what is deleted) and records the intent for the rest. An object
+    /// written more than once in one batch is always written, in order.
+    private func plan(_ writes: [PendingWrite], tx: ManifestTransaction) throws -> WritePlan {
+        var occurrences: [ObjectID: Int] = [:]
+        for write in writes { occurrences[write.id, default: 0] += 1 }
+        var plan = WritePlan(versions: Array(repeating: nil, count: writes.count))
+        for (index, write) in writes.enumerated() {
+            if occurrences[write.id] == 1, let version = try storedVersion(matching: write, tx: tx) {
+                plan.versions[index] = version
+                continue
+            }
+            plan.needed.append(index)
+            plan.entries.append(
+                WriteIntent.Entry(
+                    collection: write.id.collection, key: write.id.key, file: write.file, temp: write.content == nil ? nil : tempName(),
+                    schemaVersion: write.schemaVersion))
+        }
+        if !plan.needed.isEmpty { plan.intent = try tx.addIntent(plan.entries) }
+        return plan
+    }
+
+    /// The current version when `write` would change nothing, else nil.
+    private func storedVersion(matching write: PendingWrite, tx: ManifestTransaction) throws -> Int? {
+        guard let record = try tx.object(write.id) else { return write.content == nil ? 0 : nil }
+        if write.content == nil { return record.isDeleted ? record.version : nil }
+        guard !record.isDeleted, record.file == write.file, record.hash == write.hash, record.schemaVersion == write.schemaVersion
+        else { return nil }
+        // Compare bytes, not the stamp: restoring over bit rot (same stamp, other bytes) must rewrite.
+        let relative = FileName.encode(write.id.collection) + "/" + record.file
+        let onDisk = try FileSystem.readFile(relative, in: root, path: path + "/" + relative)
+        return onDisk.map(ContentHash.init(of:)) == write.hash ? record.version : nil
+    }
+
+    /// Opens a collection's directory, creating it when asked; nil when it does not exist.
+    private func openCollection(_ collection: String, create: Bool) throws -> (FileHandle?, created: Bool) {
+        let name = FileName.encode(collection)
+        do {
+            return (try FileSystem.openDirectory(name, in: root, path: path + "/" + name), false)
+        } catch let error as SystemCallError where error.errno == ENOENT {
+            guard create else { return (nil, false) }
+            let created = try FileSystem.makeDirectory(name, in: root, path: path + "/" + name)
+            return (try FileSystem.openDirectory(name, in: root, path: path + "/" + name), created)
+        }
+    }
+
+    /// Phase 2 of ``apply(_:)``: writes the temp files, on every core for a large batch, and
+    /// flushes them: `fdatasync` for one, one `syncfs` for many.
+    private func writeTempFiles(_ writes: inout [PendingWrite], entries: [WriteIntent.Entry], directories: [String: FileHandle]) throws {
+        let count = writes.count
+        let stamps = Mutex<[Int: FileStamp]>([:])
+        let failure = Mutex<(any Error)?>(nil)
+        let snapshot = writes
+        let chunks = count >= 256 ? ProcessInfo.processInfo.activeProcessorCount : 1
+        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+            var written: [Int: FileStamp] = [:]
+            for index in stride(from: chunk, to: count, by: chunks) {
+                guard let temp = entries[index].temp, let content = snapshot[index].content,
+                    let directory = directories[snapshot[index].id.collection]
+                else { continue }
+                do {
+                    written[index] = try FileSystem.writeNewFile(
+                        temp, in: directory.fd, data: content, sync: count == 1, path: directory.path + "/" + temp)
+                } catch {
+                    failure.withLock { $0 = $0 ?? error }
+                    return
+                }
+            }
+            stamps.withLock { $0.merge(written) { $1 } }
+        }
+        if let error = failure.withLock({ $0 }) { throw error }
+        for (index, stamp) in stamps.withLock({ $0 }) { writes[index].stamp = stamp }
+        if count > 1, entries.contains(where: { $0.temp != nil }) {
+            try FileSystem.syncFileSystem(root, path: path)
+        }
+    }
+
+    /// Phase 3 of ``apply(_:)``, inside the write transaction: renames, records, flushes the
+    /// directories and drops the intent. Returns each write's version.
+    private func commit(
+        _ writes: [PendingWrite], entries: [WriteIntent.Entry], intent: Int64, directories: [String: FileHandle], tx: ManifestTransaction
+    ) throws -> [Int] {
+        var versions: [Int] = []
+        var touched: Set<String> = []
+        for (index, write) in writes.enumerated() {
+            let existing = try tx.object(write.id)
+            guard let directory = directories[write.id.collection] else {
+                versions.append(existing?.version ?? 0)  // a delete where there is no directory
+                continue
+            }
+            let where_ = directory.path + "/"
+            var file = write.file
+            if let temp = entries[index].temp {
+                try FileSystem.rename(temp, to: write.file, in: directory.fd, path: where_ + write.file)
+                touched.insert(write.id.collection)
+            }
+            if let existing, !existing.isDeleted, existing.file != write.file || write.content == nil {
+                if try FileSystem.removeFile(existing.file, in: directory.fd, path: where_ + existing.file) {
+                    touched.insert(write.id.collection)
+                }
+                if write.content == nil { file = existing.file }
+            }
+            let change = RecordedChange(
+                id: write.id, file: file, content: write.content, hash: write.hash, stamp: write.stamp,
+                schemaVersion: write.schemaVersion, origin: .local)
+            let recorded = try tx.record(change, existing: existing)
+            versions.append(recorded?.version ?? existing?.version ?? 0)
+        }
+        // Before the commit: the manifest never records a rename that is not yet durable.
+        for collection in touched {
+            let directory = directories[collection]!
+            try FileSystem.sync(directory.fd, path: directory.path)
+        }
+        try tx.removeIntent(intent)
+        return versions
     }
 
     /// Finishes the writes of processes that died mid-write: removes their temp files and
@@ -240,13 +265,15 @@ extension ArchiveStore {
         guard let status = try FileSystem.status(file, in: directory, path: where_), status.kind == .regular else {
             guard let existing, !existing.isDeleted, existing.file == file else { return nil }
             return try tx.record(
-                RecordedChange(id: id, file: file, content: nil, hash: nil, stamp: nil, schemaVersion: existing.schemaVersion, origin: .external))
+                RecordedChange(id: id, file: file, content: nil, hash: nil, stamp: nil, schemaVersion: existing.schemaVersion, origin: .external),
+                existing: existing)
         }
         if let existing, !existing.isDeleted, existing.file == file, existing.stamp == status.stamp, !existing.racy { return nil }
         guard let content = try FileSystem.readFile(file, in: directory, path: where_) else { return nil }
         return try tx.record(
             RecordedChange(
                 id: id, file: file, content: content, hash: ContentHash(of: content), stamp: status.stamp,
-                schemaVersion: schemaVersion ?? existing?.schemaVersion, origin: .external))
+                schemaVersion: schemaVersion ?? existing?.schemaVersion, origin: .external),
+            existing: existing)
     }
 }
