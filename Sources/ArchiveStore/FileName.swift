@@ -119,3 +119,25 @@ enum FileName {
         }
     }
 }
+
+/// A name compared and hashed byte for byte.
+///
+/// Swift's `String` equality is canonical equivalence: `"\u{E9}" == "e\u{301}"`. File names and
+/// keys are bytes (the manifest compares them as bytes too), and those are two files and two
+/// keys, so every dictionary or set of names in the store is keyed by `ExactName`.
+struct ExactName: Hashable, Sendable, CustomStringConvertible {
+    let string: String
+
+    init(_ string: String) { self.string = string }
+
+    var description: String { string }
+
+    static func == (lhs: ExactName, rhs: ExactName) -> Bool {
+        lhs.string.utf8.elementsEqual(rhs.string.utf8)
+    }
+
+    func hash(into hasher: inout Hasher) {
+        var copy = string
+        copy.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+    }
+}

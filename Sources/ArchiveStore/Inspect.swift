@@ -102,12 +102,14 @@ extension ArchiveStore {
     public func collections() throws -> [CollectionSummary] {
         try withManifest { manifest in
             try manifest.read { tx in
-                var summaries: [String: (Int, Int)] = [:]
+                var summaries: [ExactName: (Int, Int)] = [:]
                 for record in try tx.objects(in: nil) where !record.isDeleted {
-                    summaries[record.id.collection, default: (0, 0)].0 += 1
-                    summaries[record.id.collection, default: (0, 0)].1 += record.size
+                    summaries[ExactName(record.id.collection), default: (0, 0)].0 += 1
+                    summaries[ExactName(record.id.collection), default: (0, 0)].1 += record.size
                 }
-                return summaries.sorted { $0.key < $1.key }.map { CollectionSummary(name: $0.key, objects: $0.value.0, bytes: $0.value.1) }
+                return summaries.sorted { $0.key.string.utf8.lexicographicallyPrecedes($1.key.string.utf8) }.map {
+                    CollectionSummary(name: $0.key.string, objects: $0.value.0, bytes: $0.value.1)
+                }
             }
         }
     }
@@ -120,19 +122,20 @@ extension ArchiveStore {
         do {
             var report = VerifyReport()
             let records = try manifest.read { try $0.objects(in: nil) }
-            var byCollection: [String: [ObjectRecord]] = [:]
-            for record in records { byCollection[record.id.collection, default: []].append(record) }
+            var byCollection: [ExactName: [ObjectRecord]] = [:]
+            for record in records { byCollection[ExactName(record.id.collection), default: []].append(record) }
             let total = records.count
             var checked = 0
-            for (collection, records) in byCollection.sorted(by: { $0.key < $1.key }) {
+            for (name, records) in byCollection.sorted(by: { $0.key.string.utf8.lexicographicallyPrecedes($1.key.string.utf8) }) {
+                let collection = name.string
                 let directoryName = FileName.encode(collection)
                 let directory = try? FileSystem.openDirectory(directoryName, in: root, path: path + "/" + directoryName)
                 defer { directory?.close() }
-                var tracked: Set<String> = []
+                var tracked: Set<ExactName> = []
                 for record in records {
                     checked += 1
                     if checked % 1000 == 0 { progress?(checked, total) }
-                    tracked.insert(record.file)
+                    tracked.insert(ExactName(record.file))
                     guard !record.isDeleted else { continue }
                     let id = record.id.description
                     let relative = directoryName + "/" + record.file
@@ -168,7 +171,9 @@ extension ArchiveStore {
                     // Files a scan would record but has not. Names it cannot map to a key, symlinks
                     // and directories are not objects: scan lists them as ignored, verify skips them.
                     for entry in try FileSystem.listDirectory(directory.fd, path: directoryName)
-                    where !FileName.isReserved(entry.name) && !tracked.contains(entry.name) && (entry.type == DT_REG || entry.type == DT_UNKNOWN) {
+                    where !FileName.isReserved(entry.name) && !tracked.contains(ExactName(entry.name))
+                        && (entry.type == DT_REG || entry.type == DT_UNKNOWN)
+                    {
                         guard let key = FileName.decode(FileName.split(entry.name).stem) else { continue }
                         report.problems.append(
                             .init(

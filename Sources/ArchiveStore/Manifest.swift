@@ -310,6 +310,13 @@ final class ManifestTransaction {
         try db.first("SELECT count(*), coalesce(sum(size), 0) FROM objects WHERE deleted = 0") { (Int($0.int(0)), Int($0.int(1))) } ?? (0, 0)
     }
 
+    /// How many rows (tombstones included) each collection has.
+    func rowCounts() throws -> [(String, Int)] {
+        var counts: [(String, Int)] = []
+        try db.query("SELECT collection, count(*) FROM objects GROUP BY collection") { counts.append(($0.text(0), Int($0.int(1)))) }
+        return counts
+    }
+
     /// Calls `body` with the collection, file name and stamp of every row: what a scan compares.
     func forEachStamp(_ body: (String, String, StampRow) -> Void) throws {
         try db.query("SELECT collection, file, key, stamp_size, stamp_mtime, stamp_inode, racy, deleted FROM objects") { row in

@@ -48,8 +48,20 @@ public struct ObjectID: Hashable, Sendable, Comparable, CustomStringConvertible 
 
     public var description: String { "\(collection)/\(key)" }
 
+    /// Byte for byte, as the manifest and the file system compare: `"\u{E9}"` and `"e\u{301}"`
+    /// are two keys (``ExactName`` explains).
+    public static func == (lhs: ObjectID, rhs: ObjectID) -> Bool {
+        ExactName(lhs.collection) == ExactName(rhs.collection) && ExactName(lhs.key) == ExactName(rhs.key)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(ExactName(collection))
+        hasher.combine(ExactName(key))
+    }
+
     public static func < (lhs: ObjectID, rhs: ObjectID) -> Bool {
-        (lhs.collection, lhs.key) < (rhs.collection, rhs.key)
+        if ExactName(lhs.collection) != ExactName(rhs.collection) { return lhs.collection.utf8.lexicographicallyPrecedes(rhs.collection.utf8) }
+        return lhs.key.utf8.lexicographicallyPrecedes(rhs.key.utf8)
     }
 
     /// Why `name` cannot be a key (or collection), or nil when it can. One pass over the bytes.

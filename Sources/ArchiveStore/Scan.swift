@@ -43,15 +43,14 @@ extension ArchiveStore {
         do {
             var report = ScanReport()
             var candidates: [(collection: String, directoryName: String, file: String, key: String?)] = []
-            let known = try manifest.read { try $0.stampsByCollection() }
-            var seenCollections: Set<String> = []
+            var known = try manifest.read { try $0.stampsByCollection() }
             // Long collection names are hashed on disk: the manifest knows their real names.
-            var collectionsByDirectory: [String: String] = [:]
-            for collection in known.keys { collectionsByDirectory[FileName.encode(collection)] = collection }
+            var collectionsByDirectory: [ExactName: String] = [:]
+            for collection in known.keys { collectionsByDirectory[ExactName(FileName.encode(collection.string))] = collection.string }
 
             for entry in try FileSystem.listDirectory(root, path: path) {
                 if FileName.isReserved(entry.name) { continue }
-                guard let collection = collectionsByDirectory[entry.name] ?? FileName.decode(entry.name[...]) else {
+                guard let collection = collectionsByDirectory[ExactName(entry.name)] ?? FileName.decode(entry.name[...]) else {
                     report.ignored.append(IgnoredEntry(path: entry.name, reason: "not a name the store writes"))
                     continue
                 }
@@ -64,55 +63,73 @@ extension ArchiveStore {
                     continue
                 }
                 defer { directory.close() }
-                seenCollections.insert(collection)
-                var rows = known[collection] ?? [:]
-                let files = try FileSystem.listDirectory(directory.fd, path: path + "/" + entry.name)
-                // Which file holds each key: a second file for a key (`a.json` beside `a.plist`)
-                // is not another version of it, or each scan would flip between the two.
-                let present = Set(files.lazy.map(\.name))
-                var holders: [String: String] = [:]
-                for (file, row) in rows where !row.isDeleted && present.contains(file) { holders[row.key] = file }
-                for file in files {
-                    let relative = entry.name + "/" + file.name
-                    if FileName.isReserved(file.name) {
-                        if try removeStaleTemp(file.name, in: directory.fd, path: relative) { report.removedTempFiles += 1 }
-                        continue
+                let rows = known.removeValue(forKey: ExactName(collection)) ?? [:]
+                var files: [String] = []
+                for file in try FileSystem.listDirectory(directory.fd, path: path + "/" + entry.name) {
+                    if !FileName.isReserved(file.name) {
+                        files.append(file.name)
+                    } else if try removeStaleTemp(file.name, in: directory.fd, path: entry.name + "/" + file.name) {
+                        report.removedTempFiles += 1
                     }
-                    let row = rows.removeValue(forKey: file.name)
-                    guard let status = try FileSystem.status(file.name, in: directory.fd, path: relative) else { continue }
+                }
+                let statuses = try FileSystem.statusOfEach(files, in: directory.fd, path: path + "/" + entry.name)
+
+                var matchedRows = 0
+                var newFiles: [String] = []
+                for (file, status) in zip(files, statuses) {
+                    guard let status else { continue }  // gone since the listing
+                    let row = rows[ExactName(file)]
+                    if let row, !row.isDeleted { matchedRows += 1 }
                     guard status.kind == .regular else {
                         let reason =
                             status.kind == .symlink
                             ? "a symlink, not followed" : status.kind == .directory ? "a directory inside a collection" : "not a regular file"
-                        report.ignored.append(IgnoredEntry(path: relative, reason: reason))
-                        if let row, !row.isDeleted { candidates.append((collection, entry.name, file.name, row.key)) }
+                        report.ignored.append(IgnoredEntry(path: entry.name + "/" + file, reason: reason))
+                        if let row, !row.isDeleted { candidates.append((collection, entry.name, file, row.key)) }
                         continue
                     }
-                    if let row, !row.isDeleted, !row.racy, row.stamp == status.stamp {
-                        report.unchanged += 1
-                        continue
+                    if let row {
+                        if !row.isDeleted, !row.racy, row.stamp == status.stamp {
+                            report.unchanged += 1
+                        } else {
+                            candidates.append((collection, entry.name, file, row.key))
+                        }
+                    } else {
+                        newFiles.append(file)
                     }
-                    guard let key = row?.key ?? FileName.decode(FileName.split(file.name).stem),
-                        ObjectID.problem(with: key, isCollection: false) == nil
-                    else {
+                }
+                // Only when something is missing or new: which rows lost their file, and which
+                // file holds each key (a second file for a key, `a.json` beside `a.plist`, is not
+                // another version of it, or each scan would flip between the two).
+                let liveRows = rows.values.count { !$0.isDeleted }
+                guard matchedRows < liveRows || !newFiles.isEmpty else { continue }
+                let present = Set(files.lazy.map(ExactName.init))
+                var holders: [ExactName: String] = [:]
+                for (file, row) in rows where !row.isDeleted {
+                    if present.contains(file) {
+                        holders[ExactName(row.key)] = file.string
+                    } else {
+                        candidates.append((collection, entry.name, file.string, row.key))
+                    }
+                }
+                for file in newFiles {
+                    let relative = entry.name + "/" + file
+                    guard let key = FileName.decode(FileName.split(file).stem), ObjectID.problem(with: key, isCollection: false) == nil else {
                         report.ignored.append(IgnoredEntry(path: relative, reason: "a name the store cannot map to a key"))
                         continue
                     }
-                    if let holder = holders[key], holder != file.name {
+                    if let holder = holders[ExactName(key)], ExactName(holder) != ExactName(file) {
                         report.ignored.append(IgnoredEntry(path: relative, reason: "\(entry.name)/\(holder) already holds the key '\(key)'"))
                         continue
                     }
-                    holders[key] = file.name
-                    candidates.append((collection, entry.name, file.name, key))
-                }
-                for (file, row) in rows where !row.isDeleted {
-                    candidates.append((collection, entry.name, file, row.key))
+                    holders[ExactName(key)] = file
+                    candidates.append((collection, entry.name, file, key))
                 }
             }
             // Collections whose directory is gone: every live object in them was deleted.
-            for (collection, rows) in known where !seenCollections.contains(collection) {
+            for (collection, rows) in known {
                 for (file, row) in rows where !row.isDeleted {
-                    candidates.append((collection, FileName.encode(collection), file, row.key))
+                    candidates.append((collection.string, FileName.encode(collection.string), file.string, row.key))
                 }
             }
 
@@ -178,9 +195,12 @@ struct StampRow {
 
 extension ManifestTransaction {
     /// Every row's stamp, by collection and then by file name.
-    func stampsByCollection() throws -> [String: [String: StampRow]] {
-        var result: [String: [String: StampRow]] = [:]
-        try forEachStamp { collection, file, row in result[collection, default: [:]][file] = row }
+    func stampsByCollection() throws -> [ExactName: [ExactName: StampRow]] {
+        var result: [ExactName: [ExactName: StampRow]] = [:]
+        for (collection, count) in try rowCounts() {
+            result[ExactName(collection)] = Dictionary(minimumCapacity: count)
+        }
+        try forEachStamp { collection, file, row in result[ExactName(collection), default: [:]][ExactName(file)] = row }
         return result
     }
 }

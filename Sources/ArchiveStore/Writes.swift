@@ -63,13 +63,13 @@ extension ArchiveStore {
     @discardableResult
     func apply(_ requested: [PendingWrite]) throws -> [Int] {
         guard !requested.isEmpty else { return [] }
-        var directories: [String: FileHandle] = [:]
+        var directories: [ExactName: FileHandle] = [:]
         defer { for directory in directories.values { directory.close() } }
         do {
             var createdDirectory = false
-            for write in requested where directories[write.id.collection] == nil {
+            for write in requested where directories[ExactName(write.id.collection)] == nil {
                 let (handle, created) = try openCollection(write.id.collection, create: write.content != nil)
-                directories[write.id.collection] = handle
+                directories[ExactName(write.id.collection)] = handle
                 createdDirectory = createdDirectory || created
             }
             if createdDirectory { try FileSystem.sync(root, path: path) }
@@ -153,7 +153,7 @@ extension ArchiveStore {
 
     /// Phase 2 of ``apply(_:)``: writes the temp files, on every core for a large batch, and
     /// flushes them: `fdatasync` for one, one `syncfs` for many.
-    private func writeTempFiles(_ writes: inout [PendingWrite], entries: [WriteIntent.Entry], directories: [String: FileHandle]) throws {
+    private func writeTempFiles(_ writes: inout [PendingWrite], entries: [WriteIntent.Entry], directories: [ExactName: FileHandle]) throws {
         let count = writes.count
         let stamps = Mutex<[Int: FileStamp]>([:])
         let failure = Mutex<(any Error)?>(nil)
@@ -163,7 +163,7 @@ extension ArchiveStore {
             var written: [Int: FileStamp] = [:]
             for index in stride(from: chunk, to: count, by: chunks) {
                 guard let temp = entries[index].temp, let content = snapshot[index].content,
-                    let directory = directories[snapshot[index].id.collection]
+                    let directory = directories[ExactName(snapshot[index].id.collection)]
                 else { continue }
                 do {
                     written[index] = try FileSystem.writeNewFile(
@@ -185,13 +185,13 @@ extension ArchiveStore {
     /// Phase 3 of ``apply(_:)``, inside the write transaction: renames, records, flushes the
     /// directories and drops the intent. Returns each write's version.
     private func commit(
-        _ writes: [PendingWrite], entries: [WriteIntent.Entry], intent: Int64, directories: [String: FileHandle], tx: ManifestTransaction
+        _ writes: [PendingWrite], entries: [WriteIntent.Entry], intent: Int64, directories: [ExactName: FileHandle], tx: ManifestTransaction
     ) throws -> [Int] {
         var versions: [Int] = []
-        var touched: Set<String> = []
+        var touched: Set<ExactName> = []
         for (index, write) in writes.enumerated() {
             let existing = try tx.object(write.id)
-            guard let directory = directories[write.id.collection] else {
+            guard let directory = directories[ExactName(write.id.collection)] else {
                 versions.append(existing?.version ?? 0)  // a delete where there is no directory
                 continue
             }
@@ -199,11 +199,11 @@ extension ArchiveStore {
             var file = write.file
             if let temp = entries[index].temp {
                 try FileSystem.rename(temp, to: write.file, in: directory.fd, path: where_ + write.file)
-                touched.insert(write.id.collection)
+                touched.insert(ExactName(write.id.collection))
             }
             if let existing, !existing.isDeleted, existing.file != write.file || write.content == nil {
                 if try FileSystem.removeFile(existing.file, in: directory.fd, path: where_ + existing.file) {
-                    touched.insert(write.id.collection)
+                    touched.insert(ExactName(write.id.collection))
                 }
                 if write.content == nil { file = existing.file }
             }

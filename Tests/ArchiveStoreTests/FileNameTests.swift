@@ -127,6 +127,26 @@ struct FileNameTests {
         }
     }
 
+    /// `"\u{E9}"` and `"e\u{301}"` are equal Swift strings but different bytes: two files, two keys.
+    @Test func canonicallyEquivalentKeysAreTwoObjects() throws {
+        try withStore { store, path throws in
+            let composed = "caf\u{E9}"
+            let decomposed = "cafe\u{301}"
+            try store.batch { tx in
+                try tx.save(Person(name: "composed", age: 1), forKey: composed)
+                try tx.save(Person(name: "decomposed", age: 2), forKey: decomposed)
+            }
+            #expect(try store.load(Person.self, forKey: composed) == Person(name: "composed", age: 1))
+            #expect(try store.load(Person.self, forKey: decomposed) == Person(name: "decomposed", age: 2))
+            #expect(try store.keys(of: Person.self).count == 2)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: path + "/Person").count == 2)
+            #expect(try store.scan().changes.isEmpty)
+            #expect(try store.verify().isClean)
+            try store.remove(Person.self, forKey: composed)
+            #expect(try store.load(Person.self, forKey: decomposed) == Person(name: "decomposed", age: 2))
+        }
+    }
+
     @Test func longCollectionNameWorksAndScanRecordsNothing() throws {
         try withStore { store, _ throws in
             let collection = String(repeating: "C", count: 300)
