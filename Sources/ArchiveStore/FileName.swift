@@ -1,6 +1,10 @@
 import Crypto
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The on-disk name rules, in one place: how a key or a collection name becomes a file or
 /// directory name, and back.
 ///
@@ -133,7 +137,10 @@ struct ExactName: Hashable, Sendable, CustomStringConvertible {
     var description: String { string }
 
     static func == (lhs: ExactName, rhs: ExactName) -> Bool {
-        lhs.string.utf8.elementsEqual(rhs.string.utf8)
+        guard lhs.string.utf8.count == rhs.string.utf8.count else { return false }
+        var left = lhs.string
+        var right = rhs.string
+        return left.withUTF8 { l in right.withUTF8 { r in l.count == 0 || memcmp(l.baseAddress!, r.baseAddress!, l.count) == 0 } }
     }
 
     func hash(into hasher: inout Hasher) {

@@ -38,8 +38,8 @@ extension FileStamp {
 }
 
 /// What `fstatat` says about one directory entry, without following a symlink.
-struct FileStatus {
-    enum Kind { case regular, directory, symlink, other }
+struct FileStatus: Sendable {
+    enum Kind: Sendable { case regular, directory, symlink, other }
     var kind: Kind
     var stamp: FileStamp
 }
@@ -224,29 +224,6 @@ enum FileSystem {
         return FileStatus(kind: kind, stamp: FileStamp(info))
     }
 
-    /// ``status(_:in:path:)`` of each name, on every core: a scan's stat of 100,000 files is
-    /// kernel work that two cores do in about half the time.
-    static func statusOfEach(_ names: [String], in directory: Int32, path: String) throws -> [FileStatus?] {
-        var statuses = [FileStatus?](repeating: nil, count: names.count)
-        let failure = Mutex<(any Error)?>(nil)
-        let lanes = names.count >= 1024 ? ProcessInfo.processInfo.activeProcessorCount : 1
-        statuses.withUnsafeMutableBufferPointer { buffer in
-            let results = UnsafeSendableBuffer(buffer)
-            DispatchQueue.concurrentPerform(iterations: lanes) { lane in
-                for index in stride(from: lane, to: names.count, by: lanes) {
-                    do {
-                        results.buffer[index] = try status(names[index], in: directory, path: path + "/" + names[index])
-                    } catch {
-                        failure.withLock { $0 = $0 ?? error }
-                        return
-                    }
-                }
-            }
-        }
-        if let error = failure.withLock({ $0 }) { throw error }
-        return statuses
-    }
-
     /// One entry of a directory listing.
     struct DirectoryEntry {
         var name: String
@@ -279,12 +256,6 @@ enum FileSystem {
             entries.append(DirectoryEntry(name: name, type: entry.pointee.d_type))
         }
     }
-}
-
-/// A buffer whose elements concurrent lanes write at distinct indices.
-private struct UnsafeSendableBuffer<Element>: @unchecked Sendable {
-    let buffer: UnsafeMutableBufferPointer<Element>
-    init(_ buffer: UnsafeMutableBufferPointer<Element>) { self.buffer = buffer }
 }
 
 /// This process, named so that another process can tell whether it still runs.

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -43,57 +44,65 @@ extension ArchiveStore {
         do {
             var report = ScanReport()
             var candidates: [(collection: String, directoryName: String, file: String, key: String?)] = []
-            var known = try manifest.read { try $0.stampsByCollection() }
+            // Reading the manifest's stamps and listing the disk are independent: do both at once.
+            var (known, listings) = try concurrently(
+                { try self.manifest.read { try $0.stampsByCollection() } },
+                { try self.listCollections() })
             // Long collection names are hashed on disk: the manifest knows their real names.
             var collectionsByDirectory: [ExactName: String] = [:]
             for collection in known.keys { collectionsByDirectory[ExactName(FileName.encode(collection.string))] = collection.string }
 
-            for entry in try FileSystem.listDirectory(root, path: path) {
-                if FileName.isReserved(entry.name) { continue }
-                guard let collection = collectionsByDirectory[ExactName(entry.name)] ?? FileName.decode(entry.name[...]) else {
-                    report.ignored.append(IgnoredEntry(path: entry.name, reason: "not a name the store writes"))
+            for listing in listings {
+                let directoryName = listing.directoryName
+                report.removedTempFiles += listing.removedTempFiles
+                if let problem = listing.problem {
+                    report.ignored.append(IgnoredEntry(path: directoryName, reason: problem))
                     continue
                 }
-                let directory: FileHandle
-                do {
-                    directory = try FileSystem.openDirectory(entry.name, in: root, path: path + "/" + entry.name)
-                } catch let error as SystemCallError where [ELOOP, ENOTDIR].contains(error.errno) {
-                    let kind = error.errno == ELOOP || entry.type == DT_LNK ? "a symlink, not followed" : "a file outside any collection"
-                    report.ignored.append(IgnoredEntry(path: entry.name, reason: kind))
+                guard let collection = collectionsByDirectory[ExactName(directoryName)] ?? FileName.decode(directoryName[...]) else {
+                    report.ignored.append(IgnoredEntry(path: directoryName, reason: "not a name the store writes"))
                     continue
                 }
-                defer { directory.close() }
                 let rows = known.removeValue(forKey: ExactName(collection)) ?? [:]
-                var files: [String] = []
-                for file in try FileSystem.listDirectory(directory.fd, path: path + "/" + entry.name) {
-                    if !FileName.isReserved(file.name) {
-                        files.append(file.name)
-                    } else if try removeStaleTemp(file.name, in: directory.fd, path: entry.name + "/" + file.name) {
-                        report.removedTempFiles += 1
+                let files = listing.files
+                // Stat each file and find its row on every core: the bulk of an unchanged scan.
+                let directory = try FileSystem.openDirectory(directoryName, in: root, path: path + "/" + directoryName)
+                defer { directory.close() }
+                let directoryPath = path + "/" + directoryName
+                let compared = try parallelMap(files.count) { index -> Comparison in
+                    guard let status = try FileSystem.status(files[index], in: directory.fd, path: directoryPath + "/" + files[index]) else {
+                        return .vanished
                     }
+                    if status.kind == .regular, let row = rows[ExactName(files[index])], !row.isDeleted, !row.racy, row.stamp == status.stamp {
+                        return .unchanged
+                    }
+                    return .examine(status)
                 }
-                let statuses = try FileSystem.statusOfEach(files, in: directory.fd, path: path + "/" + entry.name)
 
                 var matchedRows = 0
                 var newFiles: [String] = []
-                for (file, status) in zip(files, statuses) {
-                    guard let status else { continue }  // gone since the listing
+                for (file, comparison) in zip(files, compared) {
+                    let status: FileStatus
+                    switch comparison {
+                    case .vanished: continue  // gone since the listing
+                    case .unchanged:
+                        matchedRows += 1
+                        report.unchanged += 1
+                        continue
+                    case .examine(let examined): status = examined
+                    }
                     let row = rows[ExactName(file)]
                     if let row, !row.isDeleted { matchedRows += 1 }
                     guard status.kind == .regular else {
                         let reason =
                             status.kind == .symlink
                             ? "a symlink, not followed" : status.kind == .directory ? "a directory inside a collection" : "not a regular file"
-                        report.ignored.append(IgnoredEntry(path: entry.name + "/" + file, reason: reason))
-                        if let row, !row.isDeleted { candidates.append((collection, entry.name, file, row.key)) }
+                        report.ignored.append(IgnoredEntry(path: directoryName + "/" + file, reason: reason))
+                        if let row, !row.isDeleted { candidates.append((collection, directoryName, file, row.key)) }
                         continue
                     }
                     if let row {
-                        if !row.isDeleted, !row.racy, row.stamp == status.stamp {
-                            report.unchanged += 1
-                        } else {
-                            candidates.append((collection, entry.name, file, row.key))
-                        }
+                        candidates.append((collection, directoryName, file, row.key))
                     } else {
                         newFiles.append(file)
                     }
@@ -109,21 +118,21 @@ extension ArchiveStore {
                     if present.contains(file) {
                         holders[ExactName(row.key)] = file.string
                     } else {
-                        candidates.append((collection, entry.name, file.string, row.key))
+                        candidates.append((collection, directoryName, file.string, row.key))
                     }
                 }
                 for file in newFiles {
-                    let relative = entry.name + "/" + file
+                    let relative = directoryName + "/" + file
                     guard let key = FileName.decode(FileName.split(file).stem), ObjectID.problem(with: key, isCollection: false) == nil else {
                         report.ignored.append(IgnoredEntry(path: relative, reason: "a name the store cannot map to a key"))
                         continue
                     }
                     if let holder = holders[ExactName(key)], ExactName(holder) != ExactName(file) {
-                        report.ignored.append(IgnoredEntry(path: relative, reason: "\(entry.name)/\(holder) already holds the key '\(key)'"))
+                        report.ignored.append(IgnoredEntry(path: relative, reason: "\(directoryName)/\(holder) already holds the key '\(key)'"))
                         continue
                     }
                     holders[ExactName(key)] = file
-                    candidates.append((collection, entry.name, file, key))
+                    candidates.append((collection, directoryName, file, key))
                 }
             }
             // Collections whose directory is gone: every live object in them was deleted.
@@ -175,6 +184,52 @@ extension ArchiveStore {
         }
     }
 
+    /// What a scan's parallel lanes found for one file.
+    private enum Comparison: Sendable {
+        /// Removed since the directory was listed.
+        case vanished
+        /// A regular file with its row's stamp: nothing to do.
+        case unchanged
+        /// Anything else, for the scan to look at.
+        case examine(FileStatus)
+    }
+
+    /// One directory at the root of the store, listed by a scan.
+    private struct Listing: Sendable {
+        var directoryName: String
+        /// Why it is not a collection directory (a symlink, a file), or nil.
+        var problem: String?
+        var files: [String] = []
+        var removedTempFiles = 0
+    }
+
+    /// Lists every directory at the root and stats each file in it (removing dead processes'
+    /// temp files on the way).
+    private func listCollections() throws -> [Listing] {
+        var listings: [Listing] = []
+        for entry in try FileSystem.listDirectory(root, path: path) where !FileName.isReserved(entry.name) {
+            var listing = Listing(directoryName: entry.name)
+            let directory: FileHandle
+            do {
+                directory = try FileSystem.openDirectory(entry.name, in: root, path: path + "/" + entry.name)
+            } catch let error as SystemCallError where [ELOOP, ENOTDIR].contains(error.errno) {
+                listing.problem = error.errno == ELOOP || entry.type == DT_LNK ? "a symlink, not followed" : "a file outside any collection"
+                listings.append(listing)
+                continue
+            }
+            defer { directory.close() }
+            for file in try FileSystem.listDirectory(directory.fd, path: path + "/" + entry.name) {
+                if !FileName.isReserved(file.name) {
+                    listing.files.append(file.name)
+                } else if try removeStaleTemp(file.name, in: directory.fd, path: entry.name + "/" + file.name) {
+                    listing.removedTempFiles += 1
+                }
+            }
+            listings.append(listing)
+        }
+        return listings
+    }
+
     /// Removes a temp file whose owner is no longer running. Other dot files are left alone.
     private func removeStaleTemp(_ name: String, in directory: Int32, path relative: String) throws -> Bool {
         guard name.hasPrefix(FileName.tempPrefix) else { return false }
@@ -186,7 +241,7 @@ extension ArchiveStore {
 }
 
 /// The part of a manifest row a scan compares.
-struct StampRow {
+struct StampRow: Sendable {
     var key: String
     var stamp: FileStamp?
     var racy: Bool

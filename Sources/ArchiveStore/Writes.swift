@@ -154,30 +154,15 @@ extension ArchiveStore {
     /// Phase 2 of ``apply(_:)``: writes the temp files, on every core for a large batch, and
     /// flushes them: `fdatasync` for one, one `syncfs` for many.
     private func writeTempFiles(_ writes: inout [PendingWrite], entries: [WriteIntent.Entry], directories: [ExactName: FileHandle]) throws {
-        let count = writes.count
-        let stamps = Mutex<[Int: FileStamp]>([:])
-        let failure = Mutex<(any Error)?>(nil)
         let snapshot = writes
-        let chunks = count >= 256 ? ProcessInfo.processInfo.activeProcessorCount : 1
-        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-            var written: [Int: FileStamp] = [:]
-            for index in stride(from: chunk, to: count, by: chunks) {
-                guard let temp = entries[index].temp, let content = snapshot[index].content,
-                    let directory = directories[ExactName(snapshot[index].id.collection)]
-                else { continue }
-                do {
-                    written[index] = try FileSystem.writeNewFile(
-                        temp, in: directory.fd, data: content, sync: count == 1, path: directory.path + "/" + temp)
-                } catch {
-                    failure.withLock { $0 = $0 ?? error }
-                    return
-                }
-            }
-            stamps.withLock { $0.merge(written) { $1 } }
+        let stamps = try parallelMap(writes.count, threshold: 256) { index -> FileStamp? in
+            guard let temp = entries[index].temp, let content = snapshot[index].content,
+                let directory = directories[ExactName(snapshot[index].id.collection)]
+            else { return nil }
+            return try FileSystem.writeNewFile(temp, in: directory.fd, data: content, sync: snapshot.count == 1, path: directory.path + "/" + temp)
         }
-        if let error = failure.withLock({ $0 }) { throw error }
-        for (index, stamp) in stamps.withLock({ $0 }) { writes[index].stamp = stamp }
-        if count > 1, entries.contains(where: { $0.temp != nil }) {
+        for (index, stamp) in stamps.enumerated() { writes[index].stamp = stamp }
+        if writes.count > 1, entries.contains(where: { $0.temp != nil }) {
             try FileSystem.syncFileSystem(root, path: path)
         }
     }
