@@ -3,6 +3,7 @@ import Synchronization
 
 /// `(0..<count).map(transform)` on every core, for work that is mostly system calls (stat,
 /// create, write) and so scales with cores. Runs serially below `threshold` items.
+@discardableResult
 func parallelMap<T: Sendable>(_ count: Int, threshold: Int = 1024, _ transform: @Sendable (Int) throws -> T) throws -> [T] {
     let lanes = count >= threshold ? max(1, ProcessInfo.processInfo.activeProcessorCount) : 1
     if lanes == 1 { return try (0..<count).map(transform) }

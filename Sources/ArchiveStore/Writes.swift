@@ -174,6 +174,14 @@ extension ArchiveStore {
     ) throws -> [Int] {
         var versions: [Int] = []
         var touched: Set<ExactName> = []
+        // When no object is written twice, the renames are independent: do them first, on every core.
+        let distinct = Set(writes.lazy.map(\.id)).count == writes.count
+        if distinct {
+            try parallelMap(writes.count, threshold: 256) { index in
+                guard let temp = entries[index].temp, let directory = directories[ExactName(writes[index].id.collection)] else { return }
+                try FileSystem.rename(temp, to: writes[index].file, in: directory.fd, path: directory.path + "/" + writes[index].file)
+            }
+        }
         for (index, write) in writes.enumerated() {
             let existing = try tx.object(write.id)
             guard let directory = directories[ExactName(write.id.collection)] else {
@@ -183,7 +191,7 @@ extension ArchiveStore {
             let where_ = directory.path + "/"
             var file = write.file
             if let temp = entries[index].temp {
-                try FileSystem.rename(temp, to: write.file, in: directory.fd, path: where_ + write.file)
+                if !distinct { try FileSystem.rename(temp, to: write.file, in: directory.fd, path: where_ + write.file) }
                 touched.insert(ExactName(write.id.collection))
             }
             if let existing, !existing.isDeleted, existing.file != write.file || write.content == nil {
