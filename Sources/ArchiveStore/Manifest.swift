@@ -113,20 +113,14 @@ final class Manifest: Sendable {
     init(path: String, historyLimit requestedLimit: Int?) throws {
         let db = try SQLiteConnection(path: path)
         try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
-        func meta(_ name: String) throws -> String? {
-            try db.first("SELECT value FROM meta WHERE name = ?", [.text(name)]) { $0.text(0) }
-        }
-        func setMeta(_ name: String, _ value: String) throws {
-            try db.run("INSERT OR REPLACE INTO meta(name, value) VALUES(?, ?)", [.text(name), .text(value)])
-        }
         func settings() throws -> (replica: String, limit: Int)? {
             guard try db.first("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'", [], { _ in true }) != nil,
-                let format = try meta("format")
+                let format = try db.meta("format")
             else { return nil }
             guard Int(format) == Self.formatVersion else {
                 throw ArchiveError.notAStore(path: path, reason: "its manifest has format \(format); this program reads format \(Self.formatVersion)")
             }
-            guard let replica = try meta("replica"), let limit = try meta("history_limit").flatMap({ Int($0) }) else {
+            guard let replica = try db.meta("replica"), let limit = try db.meta("history_limit").flatMap({ Int($0) }) else {
                 throw ArchiveError.notAStore(path: path, reason: "its manifest has no replica id or history limit")
             }
             return (replica, limit)
@@ -138,12 +132,12 @@ final class Manifest: Sendable {
             do {
                 try db.execute(Self.schema)
                 if try settings() == nil {
-                    try setMeta("format", String(Self.formatVersion))
-                    try setMeta("replica", ReplicaID.random().rawValue)
-                    try setMeta("created", String(Manifest.now()))
-                    try setMeta("history_limit", String(Self.defaultHistoryLimit))
+                    try db.setMeta("format", String(Self.formatVersion))
+                    try db.setMeta("replica", ReplicaID.random().rawValue)
+                    try db.setMeta("created", String(Manifest.now()))
+                    try db.setMeta("history_limit", String(Self.defaultHistoryLimit))
                 }
-                if let requestedLimit { try setMeta("history_limit", String(requestedLimit)) }
+                if let requestedLimit { try db.setMeta("history_limit", String(requestedLimit)) }
                 current = try settings()
                 try db.execute("COMMIT")
             } catch {
@@ -173,7 +167,6 @@ final class Manifest: Sendable {
             let tx = ManifestTransaction(db: db, replica: replica)
             do {
                 let result = try body(tx)
-                try tx.finish()
                 try db.execute("COMMIT")
                 return result
             } catch {
@@ -225,17 +218,12 @@ final class ManifestTransaction {
         return limit
     }
 
-    fileprivate func finish() throws {}
 
     // MARK: Meta
 
-    func meta(_ name: String) throws -> String? {
-        try db.first("SELECT value FROM meta WHERE name = ?", [.text(name)]) { $0.text(0) }
-    }
+    func meta(_ name: String) throws -> String? { try db.meta(name) }
 
-    func setMeta(_ name: String, _ value: String) throws {
-        try db.run("INSERT OR REPLACE INTO meta(name, value) VALUES(?, ?)", [.text(name), .text(value)])
-    }
+    func setMeta(_ name: String, _ value: String) throws { try db.setMeta(name, value) }
 
     /// The store-wide change sequence: the number of changes ever recorded. Objects keep
     /// their rows as tombstones, so the largest `seq` of any row is the latest change.
@@ -478,5 +466,16 @@ final class ManifestTransaction {
             intents.append(WriteIntent(id: row.int(0), owner: ProcessIdentity(pid: Int32(row.int(1)), startTime: row.int(2)), entries: entries))
         }
         return intents
+    }
+}
+
+extension SQLiteConnection {
+    /// A store setting from the `meta` table.
+    fileprivate func meta(_ name: String) throws -> String? {
+        try first("SELECT value FROM meta WHERE name = ?", [.text(name)]) { $0.text(0) }
+    }
+
+    fileprivate func setMeta(_ name: String, _ value: String) throws {
+        try run("INSERT OR REPLACE INTO meta(name, value) VALUES(?, ?)", [.text(name), .text(value)])
     }
 }
