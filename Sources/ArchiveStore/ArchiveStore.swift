@@ -69,6 +69,7 @@ public final class ArchiveStore: Sendable {
         }
         self.path = directory
         self.options = options
+        var opened: Int32 = -1
         do {
             if options.create {
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -79,6 +80,7 @@ public final class ArchiveStore: Sendable {
             } catch let error as SystemCallError where error.errno == ENOENT || error.errno == ENOTDIR {
                 throw ArchiveError.notAStore(path: directory, reason: error.errno == ENOENT ? "it does not exist" : "it is not a directory")
             }
+            opened = rootHandle.fd
             root = rootHandle.fd
             let metadata = FileName.metadataDirectory
             switch try FileSystem.status(metadata, in: root, path: directory + "/" + metadata)?.kind {
@@ -99,6 +101,7 @@ public final class ArchiveStore: Sendable {
             defer { free(resolved) }
             manifest = try Manifest(path: String(cString: resolved) + "/\(metadata)/manifest.sqlite", historyLimit: options.historyLimit)
         } catch {
+            if opened >= 0 { close(opened) }  // deinit does not run for a store that never finished opening
             throw ArchiveError.wrap(error)
         }
         try recoverInterruptedWrites()
