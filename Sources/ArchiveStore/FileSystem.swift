@@ -63,8 +63,20 @@ enum FileSystem {
         while true {
             let result = body()
             if result >= 0 { return result }
-            if errno == EINTR { continue }
-            throw SystemCallError(call: call, path: path(), errno: errno)
+            let code = errno  // before building the path, which may allocate and so touch errno
+            if code == EINTR { continue }
+            throw SystemCallError(call: call, path: path(), errno: code)
+        }
+    }
+
+    /// Opens a directory, or returns nil when it is not there (`ENOENT`, `ENOTDIR`, or a
+    /// symlink where a directory should be). Any other failure, such as running out of file
+    /// descriptors, is thrown: it says nothing about whether the directory exists.
+    static func openDirectoryIfPresent(_ name: String, in parent: Int32, path: String) throws -> FileHandle? {
+        do {
+            return try openDirectory(name, in: parent, path: path)
+        } catch let error as SystemCallError where [ENOENT, ENOTDIR, ELOOP].contains(error.errno) {
+            return nil
         }
     }
 
@@ -86,8 +98,9 @@ enum FileSystem {
     @discardableResult
     static func makeDirectory(_ name: String, in parent: Int32, path: String) throws -> Bool {
         if mkdirat(parent, name, 0o755) == 0 { return true }
-        if errno == EEXIST { return false }
-        throw SystemCallError(call: "mkdir", path: path, errno: errno)
+        let code = errno
+        if code == EEXIST { return false }
+        throw SystemCallError(call: "mkdir", path: path, errno: code)
     }
 
     /// Opens `relativePath` below `directory` without following a symlink anywhere on the way.
@@ -97,8 +110,9 @@ enum FileSystem {
     static func openBeneath(_ relativePath: String, in directory: Int32, flags: Int32) -> Int32 {
         while true {
             let fd = archive_open_beneath(directory, relativePath, flags | O_CLOEXEC, 0)
-            if fd >= 0 || errno != EINTR && errno != ENOSYS { return fd }
-            if errno == ENOSYS { break }
+            // ENOSYS: a kernel before 5.6; EPERM: a seccomp profile that refuses openat2.
+            if fd >= 0 || ![EINTR, ENOSYS, EPERM].contains(errno) { return fd }
+            if errno != EINTR { break }
         }
         var parent = directory
         var components = relativePath.split(separator: "/", omittingEmptySubsequences: true)
@@ -120,10 +134,12 @@ enum FileSystem {
     ///
     /// The corresponding C functions are `openat2` (see ``openBeneath(_:in:flags:)``), `fstat` and `read`.
     static func readFile(_ relativePath: String, in directory: Int32, path: @autoclosure () -> String) throws -> Data? {
-        let fd = openBeneath(relativePath, in: directory, flags: O_RDONLY)
+        // O_NONBLOCK: a FIFO put where a file should be must not block the store (it is refused below).
+        let fd = openBeneath(relativePath, in: directory, flags: O_RDONLY | O_NONBLOCK)
         if fd < 0 {
-            if errno == ENOENT { return nil }
-            throw SystemCallError(call: "open", path: path(), errno: errno)
+            let code = errno
+            if code == ENOENT { return nil }
+            throw SystemCallError(call: "open", path: path(), errno: code)
         }
         defer { _ = Glibc.close(fd) }
         var info = stat()
@@ -142,8 +158,9 @@ enum FileSystem {
                 read(fd, buffer.baseAddress! + count, capacity - count)
             }
             if n < 0 {
-                if errno == EINTR { continue }
-                throw SystemCallError(call: "read", path: path(), errno: errno)
+                let code = errno
+                if code == EINTR { continue }
+                throw SystemCallError(call: "read", path: path(), errno: code)
             }
             if n == 0 { break }
             count += n
@@ -170,8 +187,9 @@ enum FileSystem {
             while written < buffer.count {
                 let n = write(handle.fd, buffer.baseAddress! + written, buffer.count - written)
                 if n < 0 {
-                    if errno == EINTR { continue }
-                    throw SystemCallError(call: "write", path: path(), errno: errno)
+                    let code = errno
+                    if code == EINTR { continue }
+                    throw SystemCallError(call: "write", path: path(), errno: code)
                 }
                 written += n
             }
@@ -202,8 +220,9 @@ enum FileSystem {
     @discardableResult
     static func removeFile(_ name: String, in directory: Int32, path: @autoclosure () -> String) throws -> Bool {
         if unlinkat(directory, name, 0) == 0 { return true }
-        if errno == ENOENT { return false }
-        throw SystemCallError(call: "unlink", path: path(), errno: errno)
+        let code = errno
+        if code == ENOENT { return false }
+        throw SystemCallError(call: "unlink", path: path(), errno: code)
     }
 
     /// Describes an entry without following a symlink, or returns nil when it does not exist.
@@ -211,8 +230,9 @@ enum FileSystem {
     static func status(_ name: String, in directory: Int32, path: @autoclosure () -> String) throws -> FileStatus? {
         var info = stat()
         if fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) != 0 {
-            if errno == ENOENT { return nil }
-            throw SystemCallError(call: "stat", path: path(), errno: errno)
+            let code = errno
+            if code == ENOENT { return nil }
+            throw SystemCallError(call: "stat", path: path(), errno: code)
         }
         let kind: FileStatus.Kind
         switch info.st_mode & S_IFMT {
@@ -234,7 +254,9 @@ enum FileSystem {
     /// Lists a directory, leaving out `.` and `..`.
     /// The corresponding C functions are `fdopendir` and `readdir`.
     static func listDirectory(_ directory: Int32, path: @autoclosure () -> String) throws -> [DirectoryEntry] {
-        let copy = try check("dup", path()) { dup(directory) }
+        // A new open file description, not dup(): a dup shares the offset that readdir moves,
+        // and two threads listing one directory would each get part of it.
+        let copy = try check("open", path()) { openat(directory, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard let stream = fdopendir(copy) else {
             let error = errno
             _ = Glibc.close(copy)

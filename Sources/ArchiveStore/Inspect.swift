@@ -129,7 +129,7 @@ extension ArchiveStore {
             for (name, records) in byCollection.sorted(by: { $0.key.string.utf8.lexicographicallyPrecedes($1.key.string.utf8) }) {
                 let collection = name.string
                 let directoryName = FileName.encode(collection)
-                let directory = try? FileSystem.openDirectory(directoryName, in: root, path: path + "/" + directoryName)
+                let directory = try FileSystem.openDirectoryIfPresent(directoryName, in: root, path: path + "/" + directoryName)
                 defer { directory?.close() }
                 var tracked: Set<ExactName> = []
                 for record in records {

@@ -34,6 +34,8 @@ struct WriteIntent: Sendable {
         /// The file to write, or "" for a delete.
         var file: String
         var temp: String?
+        /// The new contents' hash: finding it in `file` tells recovery that the rename happened.
+        var hash: ContentHash?
         var schemaVersion: Int?
     }
 
@@ -218,7 +220,6 @@ final class ManifestTransaction {
         return limit
     }
 
-
     // MARK: Meta
 
     func meta(_ name: String) throws -> String? { try db.meta(name) }
@@ -284,6 +285,11 @@ final class ManifestTransaction {
         var keys: [String] = []
         try db.query("SELECT key FROM objects WHERE collection = ? AND deleted = 0 ORDER BY key", [.text(collection)]) { keys.append($0.text(0)) }
         return keys
+    }
+
+    /// True when `collection` has any row, tombstones included.
+    func hasObjects(in collection: String) throws -> Bool {
+        try db.first("SELECT 1 FROM objects WHERE collection = ? LIMIT 1", [.text(collection)]) { _ in true } ?? false
     }
 
     /// Every collection with at least one row.

@@ -112,7 +112,11 @@ extension ArchiveStore {
                 // another version of it, or each scan would flip between the two).
                 let liveRows = rows.values.count { !$0.isDeleted }
                 guard matchedRows < liveRows || !newFiles.isEmpty else { continue }
-                let present = Set(files.lazy.map(ExactName.init))
+                var present: Set<ExactName> = []
+                for (file, comparison) in zip(files, compared) {
+                    if case .vanished = comparison { continue }  // deleted since the listing: not present
+                    present.insert(ExactName(file))
+                }
                 var holders: [ExactName: String] = [:]
                 for (file, row) in rows where !row.isDeleted {
                     if present.contains(file) {
@@ -153,7 +157,8 @@ extension ArchiveStore {
                     for candidate in chunk {
                         guard let key = candidate.key else { continue }
                         let id = ObjectID(unchecked: candidate.collection, key: key)
-                        let directory = try? FileSystem.openDirectory(candidate.directoryName, in: root, path: path + "/" + candidate.directoryName)
+                        let directory = try FileSystem.openDirectoryIfPresent(
+                            candidate.directoryName, in: root, path: path + "/" + candidate.directoryName)
                         if let directory {
                             if let change = try reconcileFile(candidate.file, of: id, in: directory.fd, tx: tx) {
                                 changes.append(change)

@@ -66,13 +66,9 @@ extension ArchiveStore {
         var directories: [ExactName: FileHandle] = [:]
         defer { for directory in directories.values { directory.close() } }
         do {
-            var createdDirectory = false
             for write in requested where directories[ExactName(write.id.collection)] == nil {
-                let (handle, created) = try openCollection(write.id.collection, create: write.content != nil)
-                directories[ExactName(write.id.collection)] = handle
-                createdDirectory = createdDirectory || created
+                directories[ExactName(write.id.collection)] = try openCollection(write.id.collection, create: write.content != nil)
             }
-            if createdDirectory { try FileSystem.sync(root, path: path) }
 
             let plan = try manifest.write { tx in try self.plan(requested, tx: tx) }
             guard let intent = plan.intent else { return plan.versions.map { $0 ?? 0 } }
@@ -121,7 +117,7 @@ extension ArchiveStore {
             plan.entries.append(
                 WriteIntent.Entry(
                     collection: write.id.collection, key: write.id.key, file: write.file, temp: write.content == nil ? nil : tempName(),
-                    schemaVersion: write.schemaVersion))
+                    hash: write.hash, schemaVersion: write.schemaVersion))
         }
         if !plan.needed.isEmpty { plan.intent = try tx.addIntent(plan.entries) }
         return plan
@@ -140,14 +136,15 @@ extension ArchiveStore {
     }
 
     /// Opens a collection's directory, creating it when asked; nil when it does not exist.
-    private func openCollection(_ collection: String, create: Bool) throws -> (FileHandle?, created: Bool) {
+    /// (Its entry in the store's directory is made durable by the first commit into it.)
+    private func openCollection(_ collection: String, create: Bool) throws -> FileHandle? {
         let name = FileName.encode(collection)
         do {
-            return (try FileSystem.openDirectory(name, in: root, path: path + "/" + name), false)
+            return try FileSystem.openDirectory(name, in: root, path: path + "/" + name)
         } catch let error as SystemCallError where error.errno == ENOENT {
-            guard create else { return (nil, false) }
-            let created = try FileSystem.makeDirectory(name, in: root, path: path + "/" + name)
-            return (try FileSystem.openDirectory(name, in: root, path: path + "/" + name), created)
+            guard create else { return nil }
+            try FileSystem.makeDirectory(name, in: root, path: path + "/" + name)
+            return try FileSystem.openDirectory(name, in: root, path: path + "/" + name)
         }
     }
 
@@ -174,6 +171,12 @@ extension ArchiveStore {
     ) throws -> [Int] {
         var versions: [Int] = []
         var touched: Set<ExactName> = []
+        // A collection's first object: its directory may have been made by a process that
+        // died before flushing the store's directory, so flush it here, before the commit.
+        var firstInCollection = false
+        for collection in Set(writes.lazy.filter { $0.content != nil }.map { ExactName($0.id.collection) }) {
+            if try !tx.hasObjects(in: collection.string) { firstInCollection = true }
+        }
         // When no object is written twice, the renames are independent: do them first, on every core.
         let distinct = Set(writes.lazy.map(\.id)).count == writes.count
         if distinct {
@@ -185,7 +188,16 @@ extension ArchiveStore {
         for (index, write) in writes.enumerated() {
             let existing = try tx.object(write.id)
             guard let directory = directories[ExactName(write.id.collection)] else {
-                versions.append(existing?.version ?? 0)  // a delete where there is no directory
+                // A delete where the directory is gone: the object is gone too.
+                var recorded: StoreChange?
+                if let existing, !existing.isDeleted {
+                    recorded = try tx.record(
+                        RecordedChange(
+                            id: write.id, file: existing.file, content: nil, hash: nil, stamp: nil, schemaVersion: existing.schemaVersion,
+                            origin: .local),
+                        existing: existing)
+                }
+                versions.append(recorded?.version ?? existing?.version ?? 0)
                 continue
             }
             let where_ = directory.path + "/"
@@ -211,6 +223,7 @@ extension ArchiveStore {
             let directory = directories[collection]!
             try FileSystem.sync(directory.fd, path: directory.path)
         }
+        if firstInCollection { try FileSystem.sync(root, path: path) }
         try tx.removeIntent(intent)
         return versions
     }
@@ -229,18 +242,44 @@ extension ArchiveStore {
     }
 
     /// Removes an intent's temp files and reconciles its targets with the manifest, under the write lock.
+    ///
+    /// Where the target holds the intended bytes, the rename happened: recovery finishes the
+    /// write (removes a file the object had under another codec, flushes the directory,
+    /// records the version with its schema). Otherwise the write never landed: the object's
+    /// recorded file (or, for an object with no row, the target) is checked as a scan would.
     private func reconcile(_ intent: WriteIntent) throws {
         try manifest.write { tx in
             for entry in intent.entries {
-                let name = FileName.encode(entry.collection)
-                guard let directory = try? FileSystem.openDirectory(name, in: root, path: path + "/" + name) else { continue }
-                defer { directory.close() }
-                if let temp = entry.temp { try FileSystem.removeFile(temp, in: directory.fd, path: path + "/" + name + "/" + temp) }
                 let id = ObjectID(unchecked: entry.collection, key: entry.key)
-                var files = [entry.file]
-                if let current = try tx.object(id), current.file != entry.file { files.append(current.file) }
-                for file in files where !file.isEmpty {
-                    try reconcileFile(file, of: id, in: directory.fd, tx: tx, schemaVersion: entry.schemaVersion)
+                let current = try tx.object(id)
+                let name = FileName.encode(entry.collection)
+                guard let directory = try FileSystem.openDirectoryIfPresent(name, in: root, path: path + "/" + name) else {
+                    if let current, !current.isDeleted {
+                        try tx.record(
+                            RecordedChange(
+                                id: id, file: current.file, content: nil, hash: nil, stamp: nil, schemaVersion: current.schemaVersion,
+                                origin: .external),
+                            existing: current)
+                    }
+                    continue
+                }
+                defer { directory.close() }
+                let where_ = directory.path + "/"
+                if let temp = entry.temp { try FileSystem.removeFile(temp, in: directory.fd, path: where_ + temp) }
+                let landed =
+                    try entry.hash != nil
+                    && FileSystem.readFile(name + "/" + entry.file, in: root, path: where_ + entry.file)
+                        .map(ContentHash.init(of:)) == entry.hash
+                if landed {
+                    if let current, !current.isDeleted, ExactName(current.file) != ExactName(entry.file) {
+                        try FileSystem.removeFile(current.file, in: directory.fd, path: where_ + current.file)
+                    }
+                    try FileSystem.sync(directory.fd, path: directory.path)
+                    try reconcileFile(entry.file, of: id, in: directory.fd, tx: tx, schemaVersion: entry.schemaVersion)
+                } else if let current {
+                    try reconcileFile(current.file, of: id, in: directory.fd, tx: tx)
+                } else if !entry.file.isEmpty {
+                    try reconcileFile(entry.file, of: id, in: directory.fd, tx: tx)
                 }
             }
             try tx.removeIntent(intent.id)

@@ -1,0 +1,109 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import ArchiveStore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Recovery of writes a dead process left half done, and the failure paths around it.
+@Suite struct RecoveryTests {
+    private func plistBytes(_ person: Person) throws -> Data {
+        try ArchiveCodec.propertyList.encode(person)
+    }
+
+    /// A save that changed the codec (x.json -> x.plist) was killed after its rename: opening
+    /// finishes it. The old file goes, and the old bytes are not recorded again as a new version.
+    @Test func recoveryFinishesACodecChangeWhoseRenameLanded() throws {
+        try withTemporaryDirectory { dir throws in
+            let path = dir + "/store"
+            let new = Person(name: "new", age: 2)
+            do {
+                let store = try ArchiveStore(directory: path)
+                try store.save(Person(name: "old", age: 1), forKey: "x")
+                let bytes = try plistBytes(new)
+                let dead = ProcessIdentity(pid: deadProcessID(), startTime: 1)
+                let entry = WriteIntent.Entry(
+                    collection: "Person", key: "x", file: "x.plist", temp: "\(FileName.tempPrefix)\(dead.pid).1.1", hash: ContentHash(of: bytes))
+                _ = try store.manifest.write { try $0.addIntent([entry], owner: dead) }
+                try overwrite(path + "/Person/x.plist", with: bytes)  // the rename happened; the unlink did not
+            }
+            let store = try ArchiveStore(directory: path, options: .init(codec: .propertyList))
+            #expect(filesInStore(path) == ["Person", "Person/x.plist"])
+            #expect(try store.history(of: Person.self, forKey: "x").map(\.file) == ["x.json", "x.plist"])
+            #expect(try store.load(Person.self, forKey: "x") == new)
+            #expect(try store.scan().changes.isEmpty)
+            #expect(try store.verify().isClean)
+        }
+    }
+
+    /// A save killed before its rename: the temp file goes, and the old bytes keep their schema
+    /// (they are not labelled with the schema of the write that never landed).
+    @Test func recoveryLeavesAWriteThatNeverLandedAlone() throws {
+        try withTemporaryDirectory { dir throws in
+            let path = dir + "/store"
+            let old = Data(#"{"age":1,"name":"old"}"#.utf8)
+            let temp: String
+            do {
+                let store = try ArchiveStore(directory: path)
+                try store.put(old, as: ObjectID(collection: "Person", key: "g"))
+                let dead = ProcessIdentity(pid: deadProcessID(), startTime: 1)
+                temp = "\(FileName.tempPrefix)\(dead.pid).1.1"
+                let newBytes = Data(#"{"age":2,"name":"new"}"#.utf8)
+                let entry = WriteIntent.Entry(
+                    collection: "Person", key: "g", file: "g.json", temp: temp, hash: ContentHash(of: newBytes), schemaVersion: 2)
+                _ = try store.manifest.write { try $0.addIntent([entry], owner: dead) }
+                try overwrite(path + "/Person/" + temp, with: newBytes)
+            }
+            let store = try ArchiveStore(directory: path)
+            #expect(!entryExists(path + "/Person/" + temp))
+            #expect(try contents(of: path + "/Person/g.json") == old)
+            let history = try store.history(of: Person.self, forKey: "g")
+            #expect(history.map(\.version) == [1])
+            #expect(try store.manifest.read { try $0.object(ObjectID(collection: "Person", key: "g"))?.schemaVersion } == nil)
+        }
+    }
+
+    /// A FIFO where an object's file should be is refused at once; it never blocks the store.
+    @Test func aFIFOInPlaceOfAnObjectIsRefusedNotWaitedOn() throws {
+        try withStore { store, path throws in
+            try store.save(Person(name: "a", age: 1), forKey: "a")
+            #expect(mkfifo(path + "/Person/fifo.json", 0o644) == 0)
+            #expect(archiveError { try store.load(Person.self, forKey: "fifo") } != nil)
+            try store.save(Person(name: "b", age: 2), forKey: "b")  // the store still works
+            #expect(try store.load(Person.self, forKey: "b") == Person(name: "b", age: 2))
+        }
+    }
+
+    /// Removing an object whose collection directory was deleted behind the store's back
+    /// records the delete instead of reporting success and changing nothing.
+    @Test func removeRecordsTheDeleteWhenTheDirectoryIsGone() throws {
+        try withStore { store, path throws in
+            try store.save(Person(name: "a", age: 1), forKey: "a")
+            try FileManager.default.removeItem(atPath: path + "/Person")
+            try store.remove(Person.self, forKey: "a")
+            #expect(try store.keys(of: Person.self).isEmpty)
+            #expect(try store.history(of: Person.self, forKey: "a").last?.isDeleted == true)
+        }
+    }
+
+    /// Two threads listing one directory at once each see all of it (a dup'd descriptor would
+    /// share the offset that readdir moves, and each would get part of the listing).
+    @Test func concurrentListingsOfOneDirectoryEachSeeAllOfIt() throws {
+        try withTemporaryDirectory { path throws in
+            for n in 0..<5000 { #expect(FileManager.default.createFile(atPath: path + "/f\(n)", contents: nil)) }
+            let directory = try FileSystem.openDirectory(path, path: path)
+            defer { directory.close() }
+            let counts = Mutex<[Int]>([])
+            DispatchQueue.concurrentPerform(iterations: 2) { _ in
+                for _ in 0..<10 {
+                    let count = (try? FileSystem.listDirectory(directory.fd, path: path).count) ?? -1
+                    counts.withLock { $0.append(count) }
+                }
+            }
+            #expect(counts.withLock { $0 } == Array(repeating: 5000, count: 20))
+        }
+    }
+}
