@@ -402,6 +402,17 @@ final class ManifestTransaction {
         return StoreChange(id: change.id, kind: kind, version: version, origin: change.origin, sequence: sequence)
     }
 
+    /// Records that `existing`'s file is gone: a tombstone version. Nothing when it is
+    /// already a tombstone.
+    @discardableResult
+    func recordDelete(of existing: ObjectRecord?, origin: StoreChange.Origin) throws -> StoreChange? {
+        guard let existing, !existing.isDeleted else { return nil }
+        return try record(
+            RecordedChange(
+                id: existing.id, file: existing.file, content: nil, hash: nil, stamp: nil, schemaVersion: existing.schemaVersion, origin: origin),
+            existing: existing)
+    }
+
     private func prune(_ id: ObjectID, keepingFrom version: Int) throws {
         var dropped: [Data] = []
         let match: [SQLValue] = [.text(id.collection), .text(id.key), .integer(Int64(version))]

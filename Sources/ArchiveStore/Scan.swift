@@ -166,13 +166,7 @@ extension ArchiveStore {
                                 touched += 1
                             }
                             directory.close()
-                        } else if let existing = try tx.object(id), !existing.isDeleted,
-                            let change = try tx.record(
-                                RecordedChange(
-                                    id: id, file: existing.file, content: nil, hash: nil, stamp: nil, schemaVersion: existing.schemaVersion,
-                                    origin: .external),
-                                existing: existing)
-                        {
+                        } else if let change = try tx.recordDelete(of: tx.object(id), origin: .external) {
                             changes.append(change)
                         }
                     }

@@ -189,14 +189,7 @@ extension ArchiveStore {
             let existing = try tx.object(write.id)
             guard let directory = directories[ExactName(write.id.collection)] else {
                 // A delete where the directory is gone: the object is gone too.
-                var recorded: StoreChange?
-                if let existing, !existing.isDeleted {
-                    recorded = try tx.record(
-                        RecordedChange(
-                            id: write.id, file: existing.file, content: nil, hash: nil, stamp: nil, schemaVersion: existing.schemaVersion,
-                            origin: .local),
-                        existing: existing)
-                }
+                let recorded = try tx.recordDelete(of: existing, origin: .local)
                 versions.append(recorded?.version ?? existing?.version ?? 0)
                 continue
             }
@@ -254,13 +247,7 @@ extension ArchiveStore {
                 let current = try tx.object(id)
                 let name = FileName.encode(entry.collection)
                 guard let directory = try FileSystem.openDirectoryIfPresent(name, in: root, path: path + "/" + name) else {
-                    if let current, !current.isDeleted {
-                        try tx.record(
-                            RecordedChange(
-                                id: id, file: current.file, content: nil, hash: nil, stamp: nil, schemaVersion: current.schemaVersion,
-                                origin: .external),
-                            existing: current)
-                    }
+                    try tx.recordDelete(of: current, origin: .external)
                     continue
                 }
                 defer { directory.close() }
@@ -295,10 +282,8 @@ extension ArchiveStore {
         let where_ = path + "/" + FileName.encode(id.collection) + "/" + file
         let existing = try tx.object(id)
         guard let status = try FileSystem.status(file, in: directory, path: where_), status.kind == .regular else {
-            guard let existing, !existing.isDeleted, existing.file == file else { return nil }
-            return try tx.record(
-                RecordedChange(id: id, file: file, content: nil, hash: nil, stamp: nil, schemaVersion: existing.schemaVersion, origin: .external),
-                existing: existing)
+            guard let existing, existing.file == file else { return nil }
+            return try tx.recordDelete(of: existing, origin: .external)
         }
         if let existing, !existing.isDeleted, existing.file == file, existing.stamp == status.stamp, !existing.racy { return nil }
         guard let content = try FileSystem.readFile(file, in: directory, path: where_) else { return nil }
