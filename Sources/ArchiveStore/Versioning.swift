@@ -14,7 +14,16 @@ public struct ContentHash: Hashable, Sendable, CustomStringConvertible, Codable 
     }
 
     /// Lower-case hex, as `sha256sum` prints it.
-    public var description: String { bytes.map { String(format: "%02x", $0) }.joined() }
+    public var description: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var hex: [UInt8] = []
+        hex.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            hex.append(digits[Int(byte >> 4)])
+            hex.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: hex, as: UTF8.self)
+    }
 
     public init(from decoder: any Decoder) throws {
         let hex = try decoder.singleValueContainer().decode(String.self)
