@@ -101,9 +101,6 @@ final class SQLiteConnection {
         return result
     }
 
-    /// The number of rows the last INSERT, UPDATE or DELETE changed.
-    var changes: Int { Int(sqlite3_changes(handle)) }
-
     private func prepared(_ sql: String) throws -> OpaquePointer {
         if let statement = statements[sql] { return statement }
         var statement: OpaquePointer?

@@ -25,7 +25,7 @@ struct Get: ParsableCommand {
     }
 
     func run() throws {
-        let data = try store.open().data(for: parseID(id), version: version)
+        let data = try store.open().data(for: ObjectID(parsing: id), version: version)
         FileHandle.standardOutput.write(data)
     }
 }

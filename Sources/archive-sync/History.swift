@@ -15,7 +15,7 @@ struct History: ParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func run() throws {
-        let versions = try store.open().history(parseID(id))
+        let versions = try store.open().history(ObjectID(parsing: id))
         if output.json { return try output.printJSON(versions) }
         var rows = [["VERSION", "DATE (UTC)", "SIZE", "SHA-256", "REPLICA", ""]]
         rows += versions.map {

@@ -27,11 +27,6 @@ struct OutputOptions: ParsableArguments {
     }
 }
 
-/// Parses a `COLLECTION/KEY` argument.
-func parseID(_ text: String) throws -> ObjectID {
-    try ObjectID(parsing: text)
-}
-
 extension Date {
     /// `2026-11-21 11:16:24`, in UTC.
     var shortDescription: String {

@@ -27,7 +27,7 @@ struct Put: ParsableCommand {
     var codec: ArchiveCodec = .json
 
     func run() throws {
-        let objectID = try parseID(id)
+        let objectID = try ObjectID(parsing: id)
         let data: Data
         if let file {
             guard let contents = FileManager.default.contents(atPath: file) else {

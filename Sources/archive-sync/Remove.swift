@@ -14,7 +14,7 @@ struct Remove: ParsableCommand {
     var id: String
 
     func run() throws {
-        let objectID = try parseID(id)
+        let objectID = try ObjectID(parsing: id)
         let opened = try store.open()
         guard try opened.objects(in: objectID.collection).contains(where: { $0.id == objectID }) else {
             throw ArchiveError.notFound(objectID, version: nil)

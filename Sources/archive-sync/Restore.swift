@@ -24,7 +24,7 @@ struct Restore: ParsableCommand {
     }
 
     func run() throws {
-        let objectID = try parseID(id)
+        let objectID = try ObjectID(parsing: id)
         let newVersion = try store.open().restore(objectID, version: version)
         print("\(objectID) is now version \(newVersion), with the contents of version \(version)")
     }
