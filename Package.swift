@@ -6,16 +6,24 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "ArchiveStore", targets: ["ArchiveStore"]),
+        .library(name: "ArchiveWatch", targets: ["ArchiveWatch"]),
         .executable(name: "archive-sync", targets: ["archive-sync"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         .systemLibrary(
             name: "CSQLite",
             providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // libinotifytools is GPL-2: only ArchiveWatch links it, so an app that only persists
+        // models (ArchiveStore) does not.
+        .systemLibrary(
+            name: "CInotifyTools",
+            providers: [.apt(["libinotifytools0-dev"])]
         ),
         .target(name: "CArchiveShims"),
         .target(
@@ -26,10 +34,20 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        .target(
+            name: "ArchiveWatch",
+            dependencies: [
+                "ArchiveStore",
+                "CInotifyTools",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "archive-sync",
             dependencies: [
                 "ArchiveStore",
+                "ArchiveWatch",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -31,6 +31,8 @@ public enum ArchiveError: Error, Sendable, Equatable, CustomStringConvertible {
     case system(SystemCallError)
     /// The manifest database reported an error.
     case manifest(String)
+    /// Another watcher holds the store's watch lease (one watcher per store).
+    case alreadyWatched(path: String, pid: Int32?)
 
     public var description: String {
         switch self {
@@ -66,6 +68,9 @@ public enum ArchiveError: Error, Sendable, Equatable, CustomStringConvertible {
             return error.description
         case .manifest(let message):
             return "manifest error: \(message)"
+        case .alreadyWatched(let path, let pid):
+            let holder = pid.map { "process \($0)" } ?? "another process"
+            return "\(path) is already watched by \(holder); a store has one watcher at a time (stop that one first, or use its change stream)"
         }
     }
 

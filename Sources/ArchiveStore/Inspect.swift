@@ -18,6 +18,8 @@ public struct StoreStatus: Sendable, Codable {
     /// When a scan last finished, if one ever did.
     public let lastScan: Date?
     public let historyLimit: Int
+    /// The watcher keeping the manifest current, if one runs (`archive-sync watch`).
+    public let watcher: WatcherStatus?
 }
 
 /// One object as `archive-sync ls` lists it.
@@ -79,7 +81,7 @@ extension ArchiveStore {
                     path: path, replica: replica, objects: totals.objects, bytes: totals.bytes,
                     collections: try tx.collections().count, sequence: try tx.currentSequence(),
                     lastScan: try tx.meta("last_scan").flatMap { Int64($0) }.map { Date(timeIntervalSince1970: Double($0) / 1e9) },
-                    historyLimit: try tx.historyLimit())
+                    historyLimit: try tx.historyLimit(), watcher: try currentWatcher(tx))
             }
         }
     }

@@ -74,6 +74,8 @@ final class Manifest: Sendable {
             schema INTEGER,
             seq INTEGER NOT NULL,
             replica TEXT NOT NULL,
+            kind TEXT,
+            origin TEXT,
             PRIMARY KEY(collection, key)
         ) WITHOUT ROWID;
         CREATE INDEX IF NOT EXISTS objects_by_seq ON objects(seq);
@@ -107,6 +109,8 @@ final class Manifest: Sendable {
     private let connection: Mutex<SQLiteConnection>
     /// This store's replica id, made when the store was created.
     let replica: ReplicaID
+    /// Where every change this process records is published, as soon as it commits.
+    let feed = ChangeFeed()
 
     /// Opens the manifest at `path`, creating it (with a new replica id) if it is new.
     ///
@@ -128,11 +132,17 @@ final class Manifest: Sendable {
             return (replica, limit)
         }
 
+        // Stores made before the change stream lack the columns that tell other processes
+        // what kind of change a row is and who made it; adding them is instant.
+        let needsColumns = try db.first("SELECT 1 FROM pragma_table_info('objects') WHERE name = 'origin'", [], { _ in true }) == nil
         var current = try settings()
-        if current == nil || (requestedLimit != nil && requestedLimit != current?.limit) {
+        if current == nil || needsColumns || (requestedLimit != nil && requestedLimit != current?.limit) {
             try db.execute("BEGIN IMMEDIATE")
             do {
                 try db.execute(Self.schema)
+                if try db.first("SELECT 1 FROM pragma_table_info('objects') WHERE name = 'origin'", [], { _ in true }) == nil {
+                    try db.execute("ALTER TABLE objects ADD COLUMN kind TEXT; ALTER TABLE objects ADD COLUMN origin TEXT;")
+                }
                 if try settings() == nil {
                     try db.setMeta("format", String(Self.formatVersion))
                     try db.setMeta("replica", ReplicaID.random().rawValue)
@@ -170,6 +180,9 @@ final class Manifest: Sendable {
             do {
                 let result = try body(tx)
                 try db.execute("COMMIT")
+                // Still under the connection's lock: a catch-up read of other processes'
+                // changes sees these either not at all or already published (never twice).
+                if !tx.recorded.isEmpty { feed.publish(tx.recorded) }
                 return result
             } catch {
                 try? db.execute("ROLLBACK")
@@ -204,6 +217,8 @@ final class ManifestTransaction {
     let replica: ReplicaID
     private var sequence: Int?
     private var cachedHistoryLimit: Int?
+    /// Every change recorded in this transaction, published when it commits.
+    private(set) var recorded: [StoreChange] = []
     private let now = Manifest.now()
 
     fileprivate init(db: SQLiteConnection, replica: ReplicaID) {
@@ -238,7 +253,7 @@ final class ManifestTransaction {
     // MARK: Objects
 
     private static let objectColumns = """
-        collection, key, file, version, vector, hash, size, stamp_size, stamp_mtime, stamp_inode, racy, modified, deleted, schema, seq, replica
+        collection, key, file, version, vector, hash, size, stamp_size, stamp_mtime, stamp_inode, racy, modified, deleted, schema, seq, replica, kind, origin
         """
 
     private func objectRecord(_ row: SQLiteRow) -> ObjectRecord {
@@ -292,6 +307,24 @@ final class ManifestTransaction {
         try db.first("SELECT 1 FROM objects WHERE collection = ? LIMIT 1", [.text(collection)]) { _ in true } ?? false
     }
 
+    /// The latest change of every object changed after `sequence`, by any process, in
+    /// sequence order. Changes recorded by another process are `external` (or `sync`) here.
+    func changes(after sequence: Int) throws -> [StoreChange] {
+        var changes: [StoreChange] = []
+        try db.query(
+            "SELECT collection, key, version, deleted, seq, kind, origin FROM objects WHERE seq > ? ORDER BY seq", [.integer(Int64(sequence))]
+        ) { row in
+            let version = Int(row.int(2))
+            let derived: StoreChange.Kind = row.int(3) != 0 ? .deleted : version == 1 ? .created : .modified
+            let kind = row.isNull(5) ? derived : StoreChange.Kind(rawValue: row.text(5)) ?? derived
+            let origin: StoreChange.Origin = !row.isNull(6) && row.text(6) == StoreChange.Origin.sync.rawValue ? .sync : .external
+            changes.append(
+                StoreChange(
+                    id: ObjectID(unchecked: row.text(0), key: row.text(1)), kind: kind, version: version, origin: origin, sequence: Int(row.int(4))))
+        }
+        return changes
+    }
+
     /// Every collection with at least one row.
     func collections() throws -> [String] {
         var names: [String] = []
@@ -317,6 +350,27 @@ final class ManifestTransaction {
             let stamp = row.optionalInt(3).map { FileStamp(size: $0, mtimeNanoseconds: row.int(4), inode: UInt64(bitPattern: row.int(5))) }
             body(row.text(0), row.text(1), StampRow(key: row.text(2), stamp: stamp, racy: row.int(6) != 0, isDeleted: row.int(7) != 0))
         }
+    }
+
+    /// Calls `body` with the file name and stamp of every row in `collection`.
+    func forEachStamp(in collection: String, _ body: (String, StampRow) -> Void) throws {
+        try db.query("SELECT file, key, stamp_size, stamp_mtime, stamp_inode, racy, deleted FROM objects WHERE collection = ?", [.text(collection)]) {
+            row in
+            let stamp = row.optionalInt(2).map { FileStamp(size: $0, mtimeNanoseconds: row.int(3), inode: UInt64(bitPattern: row.int(4))) }
+            body(row.text(0), StampRow(key: row.text(1), stamp: stamp, racy: row.int(5) != 0, isDeleted: row.int(6) != 0))
+        }
+    }
+
+    /// The row whose file is `file` in `collection`, tombstone or not. A short name is found
+    /// by its key; a long (hashed) one, which no key can be read from, by searching the collection.
+    func object(holding file: String, in collection: String) throws -> ObjectRecord? {
+        if let key = FileName.decode(FileName.split(file).stem) {
+            guard let row = try object(ObjectID(unchecked: collection, key: key)), ExactName(row.file) == ExactName(file) else { return nil }
+            return row
+        }
+        guard file.contains(FileName.longMarker) else { return nil }
+        return try db.first(
+            "SELECT \(Self.objectColumns) FROM objects WHERE collection = ? AND file = ?", [.text(collection), .text(file)], objectRecord)
     }
 
     /// Records a new stamp for an unchanged object (same hash), without a new version.
@@ -362,6 +416,7 @@ final class ManifestTransaction {
             return nil
         }
         let version = (existing?.version ?? 0) + 1
+        let kind: StoreChange.Kind = change.content == nil ? .deleted : (existing == nil || existing!.isDeleted ? .created : .modified)
         var vector = existing?.vector ?? VersionVector()
         vector.increment(replica)
         let sequence = try currentSequence() + 1
@@ -373,7 +428,7 @@ final class ManifestTransaction {
         try db.run(
             """
             INSERT OR REPLACE INTO objects(\(Self.objectColumns))
-            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .text(change.id.collection), .text(change.id.key), .text(change.file), .integer(Int64(version)), .text(vector.description),
@@ -381,6 +436,7 @@ final class ManifestTransaction {
                 stamp.map { .integer($0.size) } ?? .null, stamp.map { .integer($0.mtimeNanoseconds) } ?? .null,
                 stamp.map { .integer(Int64(bitPattern: $0.inode)) } ?? .null, .integer(stamp.map { isRacy($0) ? 1 : 0 } ?? 0),
                 .integer(now), .integer(change.content == nil ? 1 : 0), schemaValue, .integer(Int64(sequence)), .text(replica.rawValue),
+                .text(kind.rawValue), .text(change.origin.rawValue),
             ])
         try db.run(
             "INSERT INTO history(collection, key, version, file, hash, size, modified, deleted, replica, vector, schema) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -398,8 +454,9 @@ final class ManifestTransaction {
         if version > limit {
             try prune(change.id, keepingFrom: version - limit + 1)
         }
-        let kind: StoreChange.Kind = change.content == nil ? .deleted : (existing == nil || existing!.isDeleted ? .created : .modified)
-        return StoreChange(id: change.id, kind: kind, version: version, origin: change.origin, sequence: sequence)
+        let recordedChange = StoreChange(id: change.id, kind: kind, version: version, origin: change.origin, sequence: sequence)
+        recorded.append(recordedChange)
+        return recordedChange
     }
 
     /// Records that `existing`'s file is gone: a tombstone version. Nothing when it is

@@ -43,7 +43,7 @@ extension ArchiveStore {
     public func scan(progress: ((_ done: Int, _ total: Int) -> Void)? = nil) throws -> ScanReport {
         do {
             var report = ScanReport()
-            var candidates: [(collection: String, directoryName: String, file: String, key: String?)] = []
+            var candidates: [Candidate] = []
             // Reading the manifest's stamps and listing the disk are independent: do both at once.
             var (known, listings) = try concurrently(
                 { try self.manifest.read { try $0.stampsByCollection() } },
@@ -53,133 +53,269 @@ extension ArchiveStore {
             for collection in known.keys { collectionsByDirectory[ExactName(FileName.encode(collection.string))] = collection.string }
 
             for listing in listings {
-                let directoryName = listing.directoryName
                 report.removedTempFiles += listing.removedTempFiles
                 if let problem = listing.problem {
-                    report.ignored.append(IgnoredEntry(path: directoryName, reason: problem))
+                    report.ignored.append(IgnoredEntry(path: listing.directoryName, reason: problem))
                     continue
                 }
-                guard let collection = collectionsByDirectory[ExactName(directoryName)] ?? FileName.decode(directoryName[...]) else {
-                    report.ignored.append(IgnoredEntry(path: directoryName, reason: "not a name the store writes"))
+                guard let collection = collectionsByDirectory[ExactName(listing.directoryName)] ?? FileName.decode(listing.directoryName[...]) else {
+                    report.ignored.append(IgnoredEntry(path: listing.directoryName, reason: "not a name the store writes"))
                     continue
                 }
                 let rows = known.removeValue(forKey: ExactName(collection)) ?? [:]
-                let files = listing.files
-                // Stat each file and find its row on every core: the bulk of an unchanged scan.
-                let directory = try FileSystem.openDirectory(directoryName, in: root, path: path + "/" + directoryName)
-                defer { directory.close() }
-                let directoryPath = path + "/" + directoryName
-                let compared = try parallelMap(files.count) { index -> Comparison in
-                    guard let status = try FileSystem.status(files[index], in: directory.fd, path: directoryPath + "/" + files[index]) else {
-                        return .vanished
-                    }
-                    if status.kind == .regular, let row = rows[ExactName(files[index])], !row.isDeleted, !row.racy, row.stamp == status.stamp {
-                        return .unchanged
-                    }
-                    return .examine(status)
-                }
-
-                var matchedRows = 0
-                var newFiles: [String] = []
-                for (file, comparison) in zip(files, compared) {
-                    let status: FileStatus
-                    switch comparison {
-                    case .vanished: continue  // gone since the listing
-                    case .unchanged:
-                        matchedRows += 1
-                        report.unchanged += 1
-                        continue
-                    case .examine(let examined): status = examined
-                    }
-                    let row = rows[ExactName(file)]
-                    if let row, !row.isDeleted { matchedRows += 1 }
-                    guard status.kind == .regular else {
-                        let reason =
-                            status.kind == .symlink
-                            ? "a symlink, not followed" : status.kind == .directory ? "a directory inside a collection" : "not a regular file"
-                        report.ignored.append(IgnoredEntry(path: directoryName + "/" + file, reason: reason))
-                        if let row, !row.isDeleted { candidates.append((collection, directoryName, file, row.key)) }
-                        continue
-                    }
-                    if let row {
-                        candidates.append((collection, directoryName, file, row.key))
-                    } else {
-                        newFiles.append(file)
-                    }
-                }
-                // Only when something is missing or new: which rows lost their file, and which
-                // file holds each key (a second file for a key, `a.json` beside `a.plist`, is not
-                // another version of it, or each scan would flip between the two).
-                let liveRows = rows.values.count { !$0.isDeleted }
-                guard matchedRows < liveRows || !newFiles.isEmpty else { continue }
-                var present: Set<ExactName> = []
-                for (file, comparison) in zip(files, compared) {
-                    if case .vanished = comparison { continue }  // deleted since the listing: not present
-                    present.insert(ExactName(file))
-                }
-                var holders: [ExactName: String] = [:]
-                for (file, row) in rows where !row.isDeleted {
-                    if present.contains(file) {
-                        holders[ExactName(row.key)] = file.string
-                    } else {
-                        candidates.append((collection, directoryName, file.string, row.key))
-                    }
-                }
-                for file in newFiles {
-                    let relative = directoryName + "/" + file
-                    guard let key = FileName.decode(FileName.split(file).stem), ObjectID.problem(with: key, isCollection: false) == nil else {
-                        report.ignored.append(IgnoredEntry(path: relative, reason: "a name the store cannot map to a key"))
-                        continue
-                    }
-                    if let holder = holders[ExactName(key)], ExactName(holder) != ExactName(file) {
-                        report.ignored.append(IgnoredEntry(path: relative, reason: "\(directoryName)/\(holder) already holds the key '\(key)'"))
-                        continue
-                    }
-                    holders[ExactName(key)] = file
-                    candidates.append((collection, directoryName, file, key))
-                }
+                try examine(listing, of: collection, rows: rows, into: &candidates, report: &report)
             }
             // Collections whose directory is gone: every live object in them was deleted.
             for (collection, rows) in known {
                 for (file, row) in rows where !row.isDeleted {
-                    candidates.append((collection.string, FileName.encode(collection.string), file.string, row.key))
+                    candidates.append(
+                        Candidate(collection: collection.string, directoryName: FileName.encode(collection.string), file: file.string, key: row.key))
                 }
             }
-
-            // Record in chunks so that other writers are not locked out for the whole scan.
-            var index = 0
-            while index < candidates.count {
-                let chunk = candidates[index..<min(index + 512, candidates.count)]
-                index += chunk.count
-                let changes = try manifest.write { tx in
-                    var changes: [StoreChange] = []
-                    var touched = 0
-                    for candidate in chunk {
-                        guard let key = candidate.key else { continue }
-                        let id = ObjectID(unchecked: candidate.collection, key: key)
-                        let directory = try FileSystem.openDirectoryIfPresent(
-                            candidate.directoryName, in: root, path: path + "/" + candidate.directoryName)
-                        if let directory {
-                            if let change = try reconcileFile(candidate.file, of: id, in: directory.fd, tx: tx) {
-                                changes.append(change)
-                            } else {
-                                touched += 1
-                            }
-                            directory.close()
-                        } else if let change = try tx.recordDelete(of: tx.object(id), origin: .external) {
-                            changes.append(change)
-                        }
-                    }
-                    return (changes, touched)
-                }
-                progress?(index, candidates.count)
-                report.changes += changes.0
-                report.touched += changes.1
-            }
+            try record(candidates, into: &report, progress: progress)
             try manifest.write { try $0.setMeta("last_scan", String(Manifest.now())) }
             return report
         } catch {
             throw ArchiveError.wrap(error)
+        }
+    }
+
+    /// Records what changed in some entries of the store only, exactly as ``scan(progress:)``
+    /// would: each path is a collection directory (`Person`) or a file in one
+    /// (`Person/person1.json`), relative to the store and named as on disk. A watcher, which
+    /// knows what changed, scans only that.
+    package func scan(paths: some Sequence<String>) throws -> ScanReport {
+        do {
+            var report = ScanReport()
+            var candidates: [Candidate] = []
+            // By directory: nil to scan the whole directory, or the files to look at.
+            var wanted: [ExactName: Set<ExactName>?] = [:]
+            for path in paths {
+                let parts = path.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+                let directoryName = ExactName(String(parts[0]))
+                guard !directoryName.string.isEmpty, !FileName.isReserved(directoryName.string) else { continue }
+                if parts.count == 1 || parts[1].isEmpty {
+                    wanted[directoryName] = .some(nil)
+                } else if !parts[1].contains("/"), !FileName.isReserved(String(parts[1])), wanted[directoryName] != .some(nil) {
+                    wanted[directoryName, default: []]!.insert(ExactName(String(parts[1])))
+                }
+            }
+            for (directoryName, files) in wanted {
+                guard let collection = try collection(inDirectory: directoryName.string) else {
+                    report.ignored.append(IgnoredEntry(path: directoryName.string, reason: "not a name the store writes"))
+                    continue
+                }
+                if let files {
+                    try examine(files.map(\.string), in: directoryName.string, of: collection, into: &candidates, report: &report)
+                    continue
+                }
+                let rows = try manifest.read { try $0.stamps(in: collection) }
+                guard let listing = try listCollection(directoryName.string) else {
+                    for (file, row) in rows where !row.isDeleted {
+                        candidates.append(Candidate(collection: collection, directoryName: directoryName.string, file: file.string, key: row.key))
+                    }
+                    continue
+                }
+                report.removedTempFiles += listing.removedTempFiles
+                if let problem = listing.problem {
+                    report.ignored.append(IgnoredEntry(path: listing.directoryName, reason: problem))
+                    continue
+                }
+                try examine(listing, of: collection, rows: rows, into: &candidates, report: &report)
+            }
+            try record(candidates, into: &report, progress: nil)
+            return report
+        } catch {
+            throw ArchiveError.wrap(error)
+        }
+    }
+
+    /// One file a scan reads and records (or, with no key, only reports).
+    private struct Candidate {
+        var collection: String
+        var directoryName: String
+        var file: String
+        var key: String?
+    }
+
+    /// The collection a directory at the root holds: its decoded name, or for a long (hashed)
+    /// name, the collection the manifest knows by it.
+    private func collection(inDirectory name: String) throws -> String? {
+        if let decoded = FileName.decode(name[...]) { return decoded }
+        guard name.contains(FileName.longMarker) else { return nil }
+        return try manifest.read { try $0.collections() }.first { ExactName(FileName.encode($0)) == ExactName(name) }
+    }
+
+    /// Compares one listed collection directory with its rows: the files to read, and the rows
+    /// whose file is gone, become candidates.
+    private func examine(
+        _ listing: Listing, of collection: String, rows: [ExactName: StampRow], into candidates: inout [Candidate], report: inout ScanReport
+    ) throws {
+        let directoryName = listing.directoryName
+        let files = listing.files
+        // Stat each file and find its row on every core: the bulk of an unchanged scan.
+        let directoryPath = path + "/" + directoryName
+        let directory = try FileSystem.openDirectory(directoryName, in: root, path: directoryPath)
+        defer { directory.close() }
+        let compared = try parallelMap(files.count) { index -> Comparison in
+            guard let status = try FileSystem.status(files[index], in: directory.fd, path: directoryPath + "/" + files[index]) else {
+                return .vanished
+            }
+            if status.kind == .regular, let row = rows[ExactName(files[index])], !row.isDeleted, !row.racy, row.stamp == status.stamp {
+                return .unchanged
+            }
+            return .examine(status)
+        }
+
+        var matchedRows = 0
+        var newFiles: [String] = []
+        for (file, comparison) in zip(files, compared) {
+            let status: FileStatus
+            switch comparison {
+            case .vanished: continue  // gone since the listing
+            case .unchanged:
+                matchedRows += 1
+                report.unchanged += 1
+                continue
+            case .examine(let examined): status = examined
+            }
+            let row = rows[ExactName(file)]
+            if let row, !row.isDeleted { matchedRows += 1 }
+            guard status.kind == .regular else {
+                report.ignored.append(IgnoredEntry(path: directoryName + "/" + file, reason: Self.reason(notRegular: status.kind)))
+                if let row, !row.isDeleted {
+                    candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: row.key))
+                }
+                continue
+            }
+            if let row {
+                candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: row.key))
+            } else {
+                newFiles.append(file)
+            }
+        }
+        // Only when something is missing or new: which rows lost their file, and which
+        // file holds each key (a second file for a key, `a.json` beside `a.plist`, is not
+        // another version of it, or each scan would flip between the two).
+        let liveRows = rows.values.count { !$0.isDeleted }
+        guard matchedRows < liveRows || !newFiles.isEmpty else { return }
+        var present: Set<ExactName> = []
+        for (file, comparison) in zip(files, compared) {
+            if case .vanished = comparison { continue }  // deleted since the listing: not present
+            present.insert(ExactName(file))
+        }
+        var holders: [ExactName: String] = [:]
+        for (file, row) in rows where !row.isDeleted {
+            if present.contains(file) {
+                holders[ExactName(row.key)] = file.string
+            } else {
+                candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file.string, key: row.key))
+            }
+        }
+        for file in newFiles {
+            let relative = directoryName + "/" + file
+            guard let key = Self.key(ofNewFile: file) else {
+                report.ignored.append(IgnoredEntry(path: relative, reason: "a name the store cannot map to a key"))
+                continue
+            }
+            if let holder = holders[ExactName(key)], ExactName(holder) != ExactName(file) {
+                report.ignored.append(IgnoredEntry(path: relative, reason: "\(directoryName)/\(holder) already holds the key '\(key)'"))
+                continue
+            }
+            holders[ExactName(key)] = file
+            candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: key))
+        }
+    }
+
+    /// Compares some files of one collection directory with their rows, as ``examine(_:of:rows:into:report:)``
+    /// does for a whole listing.
+    private func examine(
+        _ files: [String], in directoryName: String, of collection: String, into candidates: inout [Candidate], report: inout ScanReport
+    ) throws {
+        let directoryPath = path + "/" + directoryName
+        guard let directory = try FileSystem.openDirectoryIfPresent(directoryName, in: root, path: directoryPath) else {
+            // The whole directory is gone: each file's row (if any) records the delete.
+            for file in files {
+                if let row = try manifest.read({ try $0.object(holding: file, in: collection) }), !row.isDeleted {
+                    candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: row.id.key))
+                }
+            }
+            return
+        }
+        defer { directory.close() }
+        for file in files {
+            let relative = directoryName + "/" + file
+            let (row, keyRow) = try manifest.read { tx -> (ObjectRecord?, ObjectRecord?) in
+                let row = try tx.object(holding: file, in: collection)
+                let key = row == nil ? Self.key(ofNewFile: file) : nil
+                return (row, try key.flatMap { try tx.object(ObjectID(unchecked: collection, key: $0)) })
+            }
+            if let row {
+                candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: row.id.key))
+                continue
+            }
+            guard let status = try FileSystem.status(file, in: directory.fd, path: directoryPath + "/" + file) else { continue }
+            guard status.kind == .regular else {
+                report.ignored.append(IgnoredEntry(path: relative, reason: Self.reason(notRegular: status.kind)))
+                continue
+            }
+            guard let key = Self.key(ofNewFile: file) else {
+                report.ignored.append(IgnoredEntry(path: relative, reason: "a name the store cannot map to a key"))
+                continue
+            }
+            if let keyRow, !keyRow.isDeleted {
+                // The key's file is another one (`a.plist` for `a.json`): while it exists, it holds the key.
+                if try FileSystem.status(keyRow.file, in: directory.fd, path: directoryPath + "/" + keyRow.file) != nil {
+                    report.ignored.append(IgnoredEntry(path: relative, reason: "\(directoryName)/\(keyRow.file) already holds the key '\(key)'"))
+                    continue
+                }
+                candidates.append(Candidate(collection: collection, directoryName: directoryName, file: keyRow.file, key: key))
+            }
+            candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: key))
+        }
+    }
+
+    /// The key a file that no row knows would hold, or nil when its name maps to no valid key.
+    private static func key(ofNewFile file: String) -> String? {
+        guard let key = FileName.decode(FileName.split(file).stem), ObjectID.problem(with: key, isCollection: false) == nil else { return nil }
+        return key
+    }
+
+    private static func reason(notRegular kind: FileStatus.Kind) -> String {
+        kind == .symlink ? "a symlink, not followed" : kind == .directory ? "a directory inside a collection" : "not a regular file"
+    }
+
+    /// Reads and records the candidates, in chunks so that other writers are not locked out
+    /// for the whole scan.
+    private func record(_ candidates: [Candidate], into report: inout ScanReport, progress: ((_ done: Int, _ total: Int) -> Void)?) throws {
+        var index = 0
+        while index < candidates.count {
+            let chunk = candidates[index..<min(index + 512, candidates.count)]
+            index += chunk.count
+            let changes = try manifest.write { tx in
+                var changes: [StoreChange] = []
+                var touched = 0
+                for candidate in chunk {
+                    guard let key = candidate.key else { continue }
+                    let id = ObjectID(unchecked: candidate.collection, key: key)
+                    let directory = try FileSystem.openDirectoryIfPresent(
+                        candidate.directoryName, in: root, path: path + "/" + candidate.directoryName)
+                    if let directory {
+                        if let change = try reconcileFile(candidate.file, of: id, in: directory.fd, tx: tx) {
+                            changes.append(change)
+                        } else {
+                            touched += 1
+                        }
+                        directory.close()
+                    } else if let change = try tx.recordDelete(of: tx.object(id), origin: .external) {
+                        changes.append(change)
+                    }
+                }
+                return (changes, touched)
+            }
+            progress?(index, candidates.count)
+            report.changes += changes.0
+            report.touched += changes.1
         }
     }
 
@@ -202,31 +338,35 @@ extension ArchiveStore {
         var removedTempFiles = 0
     }
 
-    /// Lists every directory at the root and stats each file in it (removing dead processes'
-    /// temp files on the way).
+    /// Lists every directory at the root and each file in it (removing dead processes' temp
+    /// files on the way).
     private func listCollections() throws -> [Listing] {
-        var listings: [Listing] = []
-        for entry in try FileSystem.listDirectory(root, path: path) where !FileName.isReserved(entry.name) {
-            var listing = Listing(directoryName: entry.name)
-            let directory: FileHandle
-            do {
-                directory = try FileSystem.openDirectory(entry.name, in: root, path: path + "/" + entry.name)
-            } catch let error as SystemCallError where [ELOOP, ENOTDIR].contains(error.errno) {
-                listing.problem = error.errno == ELOOP || entry.type == DT_LNK ? "a symlink, not followed" : "a file outside any collection"
-                listings.append(listing)
-                continue
-            }
-            defer { directory.close() }
-            for file in try FileSystem.listDirectory(directory.fd, path: path + "/" + entry.name) {
-                if !FileName.isReserved(file.name) {
-                    listing.files.append(file.name)
-                } else if try removeStaleTemp(file.name, in: directory.fd, path: entry.name + "/" + file.name) {
-                    listing.removedTempFiles += 1
-                }
-            }
-            listings.append(listing)
+        try FileSystem.listDirectory(root, path: path).compactMap { entry in
+            FileName.isReserved(entry.name) ? nil : try listCollection(entry.name, type: entry.type)
         }
-        return listings
+    }
+
+    /// Lists one directory at the root, or returns nil when it does not exist.
+    private func listCollection(_ name: String, type: UInt8 = UInt8(DT_UNKNOWN)) throws -> Listing? {
+        var listing = Listing(directoryName: name)
+        let directory: FileHandle
+        do {
+            directory = try FileSystem.openDirectory(name, in: root, path: path + "/" + name)
+        } catch let error as SystemCallError where error.errno == ENOENT {
+            return nil
+        } catch let error as SystemCallError where [ELOOP, ENOTDIR].contains(error.errno) {
+            listing.problem = error.errno == ELOOP || type == DT_LNK ? "a symlink, not followed" : "a file outside any collection"
+            return listing
+        }
+        defer { directory.close() }
+        for file in try FileSystem.listDirectory(directory.fd, path: path + "/" + name) {
+            if !FileName.isReserved(file.name) {
+                listing.files.append(file.name)
+            } else if try removeStaleTemp(file.name, in: directory.fd, path: name + "/" + file.name) {
+                listing.removedTempFiles += 1
+            }
+        }
+        return listing
     }
 
     /// Removes a temp file whose owner is no longer running. Other dot files are left alone.
@@ -255,6 +395,13 @@ extension ManifestTransaction {
             result[ExactName(collection)] = Dictionary(minimumCapacity: count)
         }
         try forEachStamp { collection, file, row in result[ExactName(collection), default: [:]][ExactName(file)] = row }
+        return result
+    }
+
+    /// The stamps of one collection's rows, by file name.
+    func stamps(in collection: String) throws -> [ExactName: StampRow] {
+        var result: [ExactName: StampRow] = [:]
+        try forEachStamp(in: collection) { file, row in result[ExactName(file)] = row }
         return result
     }
 }

@@ -151,8 +151,11 @@ public struct StoreChange: Sendable, Equatable, Codable {
     public enum Origin: String, Sendable, Codable {
         /// This process, through the store's API.
         case local
-        /// Another program, found by a scan (or by open, recovering an interrupted write).
+        /// Another program: found by a scan or a watcher, recorded by another process, or
+        /// recovered by open from an interrupted write.
         case external
+        /// A sync with another store, run in this process or another.
+        case sync
     }
 
     public let id: ObjectID

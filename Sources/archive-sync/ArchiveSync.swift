@@ -1,4 +1,5 @@
 import ArchiveStore
+import ArchiveWatch
 import ArgumentParser
 import Foundation
 
@@ -17,7 +18,7 @@ struct ArchiveSync: ParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [
-            Init.self, Put.self, Get.self, List.self, Remove.self, History.self, Restore.self, Scan.self, Verify.self, Status.self,
+            Init.self, Put.self, Get.self, List.self, Remove.self, History.self, Restore.self, Scan.self, Verify.self, Status.self, Watch.self,
         ]
     )
 
@@ -31,6 +32,12 @@ struct ArchiveSync: ParsableCommand {
         } catch let error as ArchiveError {
             printError(error.description)
             status = error.isBadInput ? 2 : 1
+        } catch let error as WatchError {
+            printError(error.description)
+            status = 1
+        } catch let error as WatchFailed {
+            printError(error.description)
+            status = 1
         } catch let code as ExitCode {
             status = code.rawValue
         } catch {

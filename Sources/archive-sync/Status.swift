@@ -3,7 +3,7 @@ import ArgumentParser
 
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show a store's replica id, objects, bytes, change sequence and last scan.",
+        abstract: "Show a store's replica id, objects, bytes, change sequence, last scan and watcher.",
         discussion: "Example: archive-sync status ./store --json"
     )
 
@@ -23,6 +23,13 @@ struct Status: ParsableCommand {
                 ["sequence", String(status.sequence)],
                 ["last scan", status.lastScan?.shortDescription ?? "never"],
                 ["history", "last \(status.historyLimit) versions"],
+                ["watched", watched(status.watcher)],
             ]))
+    }
+
+    private func watched(_ watcher: WatcherStatus?) -> String {
+        guard let watcher else { return "no (run `archive-sync watch` to keep the manifest current)" }
+        guard let since = watcher.currentSince else { return "by pid \(watcher.pid), catching up" }
+        return "by pid \(watcher.pid), current since \(since.shortDescription)"
     }
 }

@@ -1,0 +1,131 @@
+import Synchronization
+
+/// Hands each recorded change to every subscriber of ``ArchiveStore/changes``.
+///
+/// Changes this process records are published the moment their transaction commits. While
+/// the store follows other processes (a watcher runs), it also reads the manifest for
+/// changes they recorded, by sequence number, and publishes those it has not published yet.
+final class ChangeFeed: Sendable {
+    private struct State {
+        var subscribers: [Int: AsyncStream<StoreChange>.Continuation] = [:]
+        var nextSubscriber = 0
+        /// While following other processes: every change up to this sequence has been published.
+        var watermark: Int?
+        /// Sequences above the watermark that this process already published itself.
+        var publishedAbove: Set<Int> = []
+    }
+
+    private let state = Mutex(State())
+
+    /// A new subscription, starting now.
+    func subscribe() -> AsyncStream<StoreChange> {
+        let (stream, continuation) = AsyncStream.makeStream(of: StoreChange.self, bufferingPolicy: .unbounded)
+        let id = state.withLock { state in
+            defer { state.nextSubscriber += 1 }
+            state.subscribers[state.nextSubscriber] = continuation
+            return state.nextSubscriber
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// True while anyone is subscribed.
+    var hasSubscribers: Bool { state.withLock { !$0.subscribers.isEmpty } }
+
+    /// Publishes changes this process recorded. Called with the manifest connection locked.
+    func publish(_ changes: [StoreChange]) {
+        let subscribers = state.withLock { state in
+            if let watermark = state.watermark {
+                for change in changes where change.sequence > watermark { state.publishedAbove.insert(change.sequence) }
+            }
+            return Array(state.subscribers.values)
+        }
+        for subscriber in subscribers {
+            for change in changes { subscriber.yield(change) }
+        }
+    }
+
+    /// Starts following other processes from `sequence` (changes up to it are not published).
+    func follow(from sequence: Int) {
+        state.withLock { state in
+            state.watermark = sequence
+            state.publishedAbove = []
+        }
+    }
+
+    /// Stops following other processes.
+    func unfollow() {
+        state.withLock { state in
+            state.watermark = nil
+            state.publishedAbove = []
+        }
+    }
+
+    /// The sequence to read other processes' changes after, or nil when not following.
+    var watermark: Int? { state.withLock { $0.watermark } }
+
+    /// Publishes what the manifest recorded after the watermark and this process did not
+    /// publish itself. Called with the manifest connection locked.
+    func publishOthers(_ changes: [StoreChange]) {
+        let (fresh, subscribers) = state.withLock { state -> ([StoreChange], [AsyncStream<StoreChange>.Continuation]) in
+            guard state.watermark != nil else { return ([], []) }
+            let fresh = changes.filter { !state.publishedAbove.contains($0.sequence) }
+            if let last = changes.last?.sequence, last > state.watermark! {
+                state.watermark = last
+                state.publishedAbove = state.publishedAbove.filter { $0 > last }
+            }
+            return (fresh, Array(state.subscribers.values))
+        }
+        for subscriber in subscribers {
+            for change in fresh { subscriber.yield(change) }
+        }
+    }
+}
+
+extension ArchiveStore {
+    /// Every change to the store from now on, as it is recorded, for as long as the caller
+    /// iterates. Each access starts a new subscription; ending the iteration ends it.
+    ///
+    /// It delivers this process's own saves, restores and removals (origin `local`) and what
+    /// this process's scans find (`external`). While a watcher runs in this process
+    /// (`ArchiveWatch`'s `store.startWatching()`), it also delivers what other processes
+    /// wrote: each object's latest change, once (`external`, or `sync` for a sync's).
+    ///
+    /// ```swift
+    /// for await change in store.changes {
+    ///     print(change.kind, change.id, change.version)   // modified Person/person1 3
+    /// }
+    /// ```
+    ///
+    /// The buffer is unbounded: a subscriber that stops reading without ending the loop
+    /// keeps every later change in memory.
+    public var changes: AsyncStream<StoreChange> { manifest.feed.subscribe() }
+
+    /// Starts publishing other processes' changes to ``changes``: those recorded after now.
+    package func followOtherProcesses() throws {
+        do {
+            try manifest.read { tx in manifest.feed.follow(from: try tx.currentSequence()) }
+        } catch {
+            throw ArchiveError.wrap(error)
+        }
+    }
+
+    /// Stops publishing other processes' changes.
+    package func unfollowOtherProcesses() {
+        manifest.feed.unfollow()
+    }
+
+    /// Publishes to ``changes`` what other processes recorded since the last call.
+    package func publishOtherProcessesChanges() throws {
+        do {
+            try manifest.read { tx in
+                guard let watermark = manifest.feed.watermark else { return }
+                manifest.feed.publishOthers(try tx.changes(after: watermark))
+            }
+        } catch {
+            throw ArchiveError.wrap(error)
+        }
+    }
+}

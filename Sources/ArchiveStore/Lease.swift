@@ -1,0 +1,102 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The watcher keeping a store's manifest current, as ``ArchiveStore/status()`` reports it.
+public struct WatcherStatus: Sendable, Codable, Equatable {
+    /// The watching process.
+    public let pid: Int32
+    /// When its first scan finished and it began recording every change as it happens; nil
+    /// while that first scan still runs (the manifest may lag the disk until then).
+    public let currentSince: Date?
+}
+
+/// A store's watch lease: an exclusive `flock` on `.archive-sync/watch.lock`, which the kernel
+/// releases when the holding process dies. While one is held, the manifest is kept current.
+package final class WatchLease: Sendable {
+    private let fd: Mutex<Int32>
+
+    fileprivate init(fd: Int32) { self.fd = Mutex(fd) }
+
+    /// Releases the lease (closing the lock file releases the lock). Later calls do nothing.
+    package func release() {
+        fd.withLock { fd in
+            if fd >= 0 { close(fd) }
+            fd = -1
+        }
+    }
+
+    deinit { release() }
+}
+
+extension ArchiveStore {
+    private static let leaseFile = "watch.lock"
+
+    /// Takes the store's watch lease, or throws ``ArchiveError/alreadyWatched(path:pid:)``
+    /// naming the process that holds it.
+    package func acquireWatchLease() throws -> WatchLease {
+        do {
+            let fd = try openLeaseFile(create: true)!
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+                let code = errno
+                defer { close(fd) }
+                guard code == EWOULDBLOCK else { throw SystemCallError(call: "flock", path: leasePath, errno: code) }
+                throw ArchiveError.alreadyWatched(path: path, pid: Self.holder(of: fd))
+            }
+            let record = "\(getpid())\n"
+            _ = ftruncate(fd, 0)
+            _ = record.withCString { pwrite(fd, $0, strlen($0), 0) }
+            try manifest.write { tx in
+                try tx.setMeta("watcher", String(getpid()))
+                try tx.setMeta("watched_since", "")
+            }
+            return WatchLease(fd: fd)
+        } catch {
+            throw ArchiveError.wrap(error)
+        }
+    }
+
+    /// Records that the lease holder has caught up with the disk and records every change as
+    /// it happens from now on.
+    package func markManifestCurrent(_ lease: WatchLease) throws {
+        do {
+            try manifest.write { try $0.setMeta("watched_since", String(Manifest.now())) }
+        } catch {
+            throw ArchiveError.wrap(error)
+        }
+    }
+
+    /// The live watcher of this store, if one holds the lease.
+    func currentWatcher(_ tx: ManifestTransaction) throws -> WatcherStatus? {
+        guard let fd = try openLeaseFile(create: false) else { return nil }
+        defer { close(fd) }
+        if flock(fd, LOCK_SH | LOCK_NB) == 0 { return nil }  // nobody holds it
+        guard let pid = Self.holder(of: fd) else { return nil }
+        let since = try tx.meta("watcher") == String(pid) ? try tx.meta("watched_since").flatMap { Int64($0) } : nil
+        return WatcherStatus(pid: pid, currentSince: since.map { Date(timeIntervalSince1970: Double($0) / 1e9) })
+    }
+
+    private var leasePath: String { path + "/" + FileName.metadataDirectory + "/" + Self.leaseFile }
+
+    private func openLeaseFile(create: Bool) throws -> Int32? {
+        let metadata = try FileSystem.openDirectory(FileName.metadataDirectory, in: root, path: path + "/" + FileName.metadataDirectory)
+        defer { metadata.close() }
+        let fd = openat(metadata.fd, Self.leaseFile, (create ? O_RDWR | O_CREAT : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        if fd < 0 {
+            if errno == ENOENT && !create { return nil }
+            throw SystemCallError(call: "open", path: leasePath, errno: errno)
+        }
+        return fd
+    }
+
+    /// The pid the lease holder wrote into the lock file.
+    private static func holder(of fd: Int32) -> Int32? {
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = pread(fd, &buffer, buffer.count, 0)
+        guard count > 0 else { return nil }
+        return Int32(String(decoding: buffer[..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+}

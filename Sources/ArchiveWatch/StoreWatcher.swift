@@ -1,0 +1,322 @@
+import ArchiveStore
+import Foundation
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Why a watcher could not start, or stopped on its own.
+public enum WatchError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The store's directory (or one it needed) was deleted or moved away while watched.
+    case storeRemoved(path: String)
+    /// The kernel's limit on inotify watches for this user is reached.
+    case watchLimitReached(path: String, limit: Int)
+    /// inotify itself failed.
+    case inotifyUnavailable(reason: String)
+
+    public var description: String {
+        switch self {
+        case .storeRemoved(let path):
+            return "\(path) was deleted or moved away while watched; watching stopped"
+        case .watchLimitReached(let path, let limit):
+            return
+                "cannot watch \(path): the inotify watch limit (\(limit), /proc/sys/fs/inotify/max_user_watches) is reached; raise it with `sysctl fs.inotify.max_user_watches=524288`"
+        case .inotifyUnavailable(let reason):
+            return "inotify failed: \(reason)"
+        }
+    }
+}
+
+/// How a watcher works.
+public struct WatchOptions: Sendable {
+    /// How long to gather events before recording them: a burst, or an editor's
+    /// write-then-rename, becomes one scan and one change. Default: 50 ms. Zero records each
+    /// event as soon as the watcher is free.
+    public var debounce: Duration
+    /// How often to scan the whole store anyway, as a safety net for what inotify cannot
+    /// see (hard links, changes made while the file system was mounted elsewhere). Default:
+    /// one hour; nil never.
+    public var rescanInterval: Duration?
+    /// Where the watcher reports overflows, rescans and failures. Default: a logger that
+    /// goes wherever the process bootstrapped swift-log to.
+    public var logger: Logger
+
+    public init(
+        debounce: Duration = .milliseconds(50), rescanInterval: Duration? = .seconds(3600),
+        logger: Logger = Logger(label: "archive-sync.watch")
+    ) {
+        self.debounce = debounce
+        self.rescanInterval = rescanInterval
+        self.logger = logger
+    }
+}
+
+/// What a watcher has done so far.
+public struct WatchStatistics: Sendable, Codable, Equatable {
+    /// Paths the kernel reported (before coalescing).
+    public var events = 0
+    /// Times the watcher recorded a gathered set of paths.
+    public var batches = 0
+    /// Times the kernel's event queue overflowed (each followed by a full scan).
+    public var overflows = 0
+    /// Full scans after the first: overflows, periodic rescans, retries after an error.
+    public var fullScans = 0
+}
+
+extension ArchiveStore {
+    /// Starts watching this store's directory: from now on every change another program makes
+    /// is recorded in the manifest within milliseconds and delivered to ``ArchiveStore/changes``,
+    /// along with what other processes recorded themselves.
+    ///
+    /// ```swift
+    /// let watcher = try store.startWatching()
+    /// for await change in store.changes { print(change) }   // includes other programs' edits
+    /// watcher.stop()
+    /// ```
+    ///
+    /// It takes the store's watch lease first (one watcher per store, across all processes),
+    /// then watches every collection directory, then scans the whole store to catch up with
+    /// what changed while nothing watched; the returned watcher's ``StoreWatcher/initialScan``
+    /// is that scan. It runs until ``StoreWatcher/stop()`` or until it fails (the store is
+    /// deleted while watched): ``StoreWatcher/wait()`` tells which.
+    ///
+    /// - Throws: ``ArchiveError/alreadyWatched(path:pid:)`` when another watcher holds the
+    ///   lease; ``WatchError`` when inotify cannot watch the store.
+    public func startWatching(_ options: WatchOptions = WatchOptions()) throws -> StoreWatcher {
+        try StoreWatcher(store: self, options: options)
+    }
+}
+
+/// A running watcher of one store. See ``ArchiveStore/startWatching(_:)``.
+public final class StoreWatcher: Sendable {
+    /// The store watched.
+    public let store: ArchiveStore
+    /// What the first full scan found and recorded.
+    public let initialScan: ScanReport
+
+    private let options: WatchOptions
+    private let lease: WatchLease
+    private let inbox = Inbox()
+
+    fileprivate init(store: ArchiveStore, options: WatchOptions) throws {
+        self.store = store
+        self.options = options
+        lease = try store.acquireWatchLease()
+        do {
+            try store.followOtherProcesses()
+            // Watch first, then scan: a change made during the scan is either in the scan or
+            // in an event after it (a few are in both; recording one twice changes nothing).
+            try InotifyThread.shared.add(store: ObjectIdentifier(store), root: store.path, sink: inbox)
+            initialScan = try store.scan()
+            try store.markManifestCurrent(lease)
+        } catch {
+            InotifyThread.shared.remove(store: ObjectIdentifier(store))
+            store.unfollowOtherProcesses()
+            lease.release()
+            throw error
+        }
+        let thread = Thread { [self] in run() }
+        thread.name = "archive-sync watch"
+        thread.start()
+    }
+
+    /// What the watcher has done so far.
+    public var statistics: WatchStatistics { inbox.statistics }
+
+    /// Stops watching: the change being recorded (if any) finishes, nothing more is, and the
+    /// lease is released. Returns at once; ``wait()`` returns when the watcher has stopped.
+    public func stop() {
+        inbox.post(.stop)
+    }
+
+    /// Waits until the watcher has stopped, after ``stop()`` or on a failure.
+    /// - Throws: the ``WatchError`` that stopped it, if it was not ``stop()``.
+    public func wait() async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            inbox.whenFinished { result in continuation.resume(with: result) }
+        }
+    }
+
+    /// Waits, blocking the calling thread, until the watcher has stopped or `timeout` passes.
+    /// - Returns: false when the timeout passed first.
+    public func waitUntilStopped(timeout: Duration) -> Bool {
+        inbox.waitUntilFinished(timeout: timeout)
+    }
+
+    // MARK: The watcher's thread
+
+    private func run() {
+        let logger = options.logger
+        let clock = ContinuousClock()
+        var nextRescan = options.rescanInterval.map { clock.now + $0 }
+        var failure: (any Error)?
+        while true {
+            let batch = inbox.next(debounce: options.debounce, deadline: nextRescan)
+            if batch.stop { break }
+            if let error = batch.failure {
+                failure = error
+                break
+            }
+            let rescan = batch.overflow || batch.retry || nextRescan.map { clock.now >= $0 } ?? false
+            do {
+                if rescan {
+                    if batch.overflow {
+                        logger.notice("the kernel's event queue overflowed: scanning the whole store", metadata: ["store": "\(store.path)"])
+                    }
+                    let report = try store.scan()
+                    inbox.count { $0.fullScans += 1 }
+                    logger.info(
+                        "full scan: \(report.created) created, \(report.modified) modified, \(report.deleted) deleted",
+                        metadata: ["store": "\(store.path)"])
+                    nextRescan = options.rescanInterval.map { clock.now + $0 }
+                } else if !batch.paths.isEmpty {
+                    _ = try store.scan(paths: batch.paths)
+                }
+                try store.publishOtherProcessesChanges()
+            } catch {
+                if !store.directoryExists {
+                    failure = WatchError.storeRemoved(path: store.path)
+                    break
+                }
+                // Nothing recorded is lost (each chunk is a transaction); try again with a full scan.
+                logger.error("recording changes failed, scanning again in a second: \(error)", metadata: ["store": "\(store.path)"])
+                Thread.sleep(forTimeInterval: 1)
+                inbox.post(.retry)
+            }
+        }
+        InotifyThread.shared.remove(store: ObjectIdentifier(store))
+        store.unfollowOtherProcesses()
+        lease.release()
+        if let failure { logger.error("\(failure)", metadata: ["store": "\(store.path)"]) }
+        inbox.finish(failure.map { .failure($0) } ?? .success(()))
+    }
+}
+
+extension ArchiveStore {
+    /// True while the store's directory is still where it was opened.
+    fileprivate var directoryExists: Bool {
+        var info = stat()
+        return stat(path + "/.archive-sync", &info) == 0
+    }
+}
+
+/// The watcher's mailbox: hints from the inotify thread and commands from its owner, gathered
+/// until the watcher's thread takes them. Its state is guarded by `condition`.
+private final class Inbox: WatchHintSink, @unchecked Sendable {
+    enum Message {
+        case hint(WatchHint)
+        case stop
+        case retry
+    }
+
+    struct Batch {
+        var paths: Set<String> = []
+        var overflow = false
+        var retry = false
+        var stop = false
+        var failure: WatchError?
+    }
+
+    private let condition = NSCondition()
+    private var pending = Batch()
+    private var firstPending: ContinuousClock.Instant?
+    private var stats = WatchStatistics()
+    private var result: Result<Void, any Error>?
+    private var waiters: [@Sendable (Result<Void, any Error>) -> Void] = []
+
+    func post(_ hint: WatchHint) { post(.hint(hint)) }
+
+    func post(_ message: Message) {
+        condition.lock()
+        defer { condition.unlock() }
+        switch message {
+        case .hint(.path(let path)):
+            pending.paths.insert(path)
+            stats.events += 1
+        case .hint(.overflow):
+            pending.overflow = true
+            stats.overflows += 1
+        case .hint(.failed(let error)): pending.failure = error
+        case .stop: pending.stop = true
+        case .retry: pending.retry = true
+        }
+        if firstPending == nil { firstPending = .now }
+        condition.signal()
+    }
+
+    /// Waits for something to do: a stop or a failure at once; paths once the first of them
+    /// is `debounce` old; nothing (an empty batch) at `deadline`.
+    func next(debounce: Duration, deadline: ContinuousClock.Instant?) -> Batch {
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            if pending.stop || pending.failure != nil { break }
+            let now = ContinuousClock.now
+            if let first = firstPending, now >= first + debounce { break }
+            if let deadline, now >= deadline { break }
+            var wake = firstPending.map { $0 + debounce } ?? deadline
+            if let deadline, let due = wake, deadline < due { wake = deadline }
+            if let wake {
+                _ = condition.wait(until: Date(timeIntervalSinceNow: Self.seconds(wake - now)))
+            } else {
+                condition.wait()
+            }
+        }
+        defer {
+            pending = Batch()
+            firstPending = nil
+        }
+        if !pending.paths.isEmpty || pending.overflow { stats.batches += 1 }
+        return pending
+    }
+
+    func count(_ update: (inout WatchStatistics) -> Void) {
+        condition.lock()
+        defer { condition.unlock() }
+        update(&stats)
+    }
+
+    var statistics: WatchStatistics {
+        condition.lock()
+        defer { condition.unlock() }
+        return stats
+    }
+
+    func finish(_ value: Result<Void, any Error>) {
+        condition.lock()
+        result = value
+        let waiting = waiters
+        waiters = []
+        condition.broadcast()
+        condition.unlock()
+        for waiter in waiting { waiter(value) }
+    }
+
+    func whenFinished(_ waiter: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        condition.lock()
+        guard let result else {
+            waiters.append(waiter)
+            condition.unlock()
+            return
+        }
+        condition.unlock()
+        waiter(result)
+    }
+
+    func waitUntilFinished(timeout: Duration) -> Bool {
+        let limit = Date(timeIntervalSinceNow: Self.seconds(timeout))
+        condition.lock()
+        defer { condition.unlock() }
+        while result == nil {
+            if !condition.wait(until: limit) { return result != nil }
+        }
+        return true
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        let (seconds, attoseconds) = duration.components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
