@@ -61,6 +61,15 @@ let package = Package(
             dependencies: ["ArchiveStore"],
             path: "Benchmarks/ArchiveBench"
         ),
+        .executableTarget(
+            name: "watch-bench",
+            dependencies: ["ArchiveStore", "ArchiveWatch"],
+            path: "Benchmarks/WatchBench"
+        ),
+        .testTarget(
+            name: "ArchiveWatchTests",
+            dependencies: ["ArchiveStore", "ArchiveWatch", "archive-sync"]
+        ),
         .testTarget(
             name: "ArchiveStoreTests",
             dependencies: ["ArchiveStore"]
