@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The demo that `make demo` runs: a store made by the library, inspected and changed with the
-# command, edited behind its back, scanned, verified, and repaired from history.
+# command, edited behind its back, scanned, verified, repaired from history, and watched.
 #
 #   Samples/demo.sh BIN_DIR [STORE]     (BIN_DIR holds archive-sync and quickstart)
 set -euo pipefail
@@ -63,6 +63,30 @@ archive_sync restore "$store" Person/person3 --version 1
 step "archive-sync verify $store"
 archive_sync verify "$store"
 
+step "archive-sync watch $store > watch.out 2> watch.log &      # a watcher in the background"
+"$bin/archive-sync" watch "$store" > "$store.watch.out" 2> "$store.watch.log" &
+watcher=$!
+trap 'kill $watcher 2>/dev/null || true' EXIT
+wait_for() {  # wait_for FILE TEXT: up to 10 s for TEXT to appear in FILE
+    for _ in $(seq 100); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+    echo "timed out waiting for '$2' in $1" >&2; cat "$1" >&2; return 1
+}
+wait_for "$store.watch.log" "caught up"
+cat "$store.watch.log"
+step "sed -i 's/Member Two/Member 2/' $store/Person/person2.json     # another program edits a file"
+sed -i 's/Member Two/Member 2/' "$store/Person/person2.json"
+wait_for "$store.watch.out" "Person/person2"
+step "cat watch.out      # what the watcher printed, within milliseconds"
+cat "$store.watch.out"
+step "archive-sync history $store Person/person2      # and recorded"
+archive_sync history "$store" Person/person2
+
 step "archive-sync status $store"
 archive_sync status "$store"
+step "kill -TERM \$watcher      # stops cleanly, exit 0"
+kill -TERM "$watcher"
+wait "$watcher" && echo "(watcher exited $?)"
+trap - EXIT
+cat "$store.watch.log" | tail -1
+rm -f "$store.watch.out" "$store.watch.log"
 printf '\nThe store is in %s; try `%s/archive-sync --help`.\n' "$store" "$bin"
