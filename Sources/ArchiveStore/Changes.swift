@@ -31,8 +31,14 @@ final class ChangeFeed: Sendable {
         return stream
     }
 
-    /// True while anyone is subscribed.
-    var hasSubscribers: Bool { state.withLock { !$0.subscribers.isEmpty } }
+    /// Ends every subscription, once each has delivered what it holds.
+    func finishAll() {
+        let subscribers = state.withLock { state in
+            defer { state.subscribers = [:] }
+            return Array(state.subscribers.values)
+        }
+        for subscriber in subscribers { subscriber.finish() }
+    }
 
     /// Publishes changes this process recorded. Called with the manifest connection locked.
     func publish(_ changes: [StoreChange]) {
@@ -102,6 +108,12 @@ extension ArchiveStore {
     /// The buffer is unbounded: a subscriber that stops reading without ending the loop
     /// keeps every later change in memory.
     public var changes: AsyncStream<StoreChange> { manifest.feed.subscribe() }
+
+    /// Ends every current subscription to ``changes`` (each first delivers what it holds):
+    /// their loops end. Later accesses to ``changes`` start new ones.
+    public func finishChanges() {
+        manifest.feed.finishAll()
+    }
 
     /// Starts publishing other processes' changes to ``changes``: those recorded after now.
     package func followOtherProcesses() throws {

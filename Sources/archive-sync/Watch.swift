@@ -52,18 +52,27 @@ struct Watch: ParsableCommand {
         var logger = Logger(label: "archive-sync")
         logger.logLevel = .info
 
+        // Stop requests may come before the watcher exists (during the first scan).
+        let stop = StopRequest()
+        let signals = [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { stop.request() }
+            source.resume()
+            return source
+        }
+        defer { signals.forEach { $0.cancel() } }
+
         let store = try self.store.open()
         let changes = store.changes  // subscribed before the first scan: its changes are printed too
         let json = self.json
-        let printer = Thread {
-            let semaphore = DispatchSemaphore(value: 0)
-            Task {
-                for await change in changes { FileHandle.standardOutput.write(Data((Self.line(for: change, json: json) + "\n").utf8)) }
-                semaphore.signal()
+        let printed = DispatchSemaphore(value: 0)
+        Task {
+            for await change in changes {
+                FileHandle.standardOutput.write(Data((Self.line(for: change, json: json) + "\n").utf8))
             }
-            semaphore.wait()
+            printed.signal()
         }
-        printer.start()
 
         let options = WatchOptions(
             debounce: .milliseconds(debounce), rescanInterval: rescanInterval == 0 ? nil : .seconds(rescanInterval), logger: logger)
@@ -72,15 +81,7 @@ struct Watch: ParsableCommand {
         logger.info(
             "watching \(store.path): caught up (\(scan.created) created, \(scan.modified) modified, \(scan.deleted) deleted, \(scan.unchanged + scan.touched) unchanged)"
         )
-
-        let signals = [SIGINT, SIGTERM].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { watcher.stop() }
-            source.resume()
-            return source
-        }
-        defer { signals.forEach { $0.cancel() } }
+        stop.attach(watcher)
 
         let result = Mutex<Result<Void, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
@@ -94,8 +95,9 @@ struct Watch: ParsableCommand {
             done.signal()
         }
         done.wait()
-        // Let the printer drain what was recorded before the stop.
-        Thread.sleep(forTimeInterval: 0.05)
+        // Print every change recorded before the stop, then end.
+        store.finishChanges()
+        printed.wait()
         if case .failure(let error)? = result.withLock({ $0 }) {
             throw WatchFailed(message: String(describing: error))
         }
@@ -109,6 +111,27 @@ struct Watch: ParsableCommand {
             return (try? String(decoding: encoder.encode(change), as: UTF8.self)) ?? ""
         }
         return "\(change.kind.rawValue) \(change.id) version \(change.version) (\(change.origin.rawValue))"
+    }
+}
+
+/// SIGINT or SIGTERM: stops the watcher, or, when it comes before the watcher has started,
+/// stops it as soon as it has.
+private final class StopRequest: Sendable {
+    private let state = Mutex<(requested: Bool, watcher: StoreWatcher?)>((false, nil))
+
+    func request() {
+        state.withLock { state in
+            state.requested = true
+            return state.watcher
+        }?.stop()
+    }
+
+    func attach(_ watcher: StoreWatcher) {
+        let requested = state.withLock { state in
+            state.watcher = watcher
+            return state.requested
+        }
+        if requested { watcher.stop() }
     }
 }
 
