@@ -14,15 +14,9 @@ struct Watch: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Record every change to a store as it happens, and print one line per change.",
         discussion: """
-            Scans the store first (to catch up with what changed while nothing watched), then
-            records each change other programs make, through inotify, within milliseconds, and
-            prints it: created/modified/deleted, the object, its new version, who made it. A full
-            scan runs every --rescan-interval seconds as a safety net, and after the kernel's event
-            queue overflows.
+            Scans the store first (to catch up with what changed while nothing watched), then records each change other programs make, through inotify, within milliseconds, and prints it: created/modified/deleted, the object, its new version, who made it. A full scan runs every --rescan-interval seconds as a safety net, and after the kernel's event queue overflows.
 
-            While it runs it holds the store's watch lease, so `status` reports the manifest as
-            current; a second watcher on the same store is refused. It stops on SIGINT or SIGTERM
-            and exits 0. Logs go to stderr; changes go to stdout.
+            While it runs it holds the store's watch lease, so `status` reports the manifest as current; a second watcher on the same store is refused. It stops on SIGINT or SIGTERM and exits 0. Logs go to stderr; changes go to stdout.
 
             Examples:
               archive-sync watch ./store

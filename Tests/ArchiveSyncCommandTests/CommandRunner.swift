@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// What one run of the `archive-sync` binary did.
 struct CommandResult: Sendable, CustomStringConvertible {
     /// The exit status; 128 + the signal number when the process was killed by a signal.
@@ -72,9 +76,14 @@ final class RunningCommand {
     private let scratch: String
     private let handles: [FileHandle]
 
-    /// Starts `archive-sync arguments` with `stdin` (or /dev/null) in `directory` (or ours).
-    init(_ arguments: [String], stdin: Data? = nil, in directory: String? = nil) throws {
-        guard let binary = archiveSyncBinary else {
+    /// Signalled once when the child exits, for waits with a deadline.
+    private let exited = DispatchSemaphore(value: 0)
+
+    /// Starts `archive-sync arguments` with `stdin` (or /dev/null) in `directory` (or ours);
+    /// or, given `executable`, that program with `arguments` (a wrapper such as `unshare`
+    /// that goes on to run `archive-sync`).
+    init(_ arguments: [String], stdin: Data? = nil, in directory: String? = nil, executable: String? = nil) throws {
+        guard let binary = executable ?? archiveSyncBinary else {
             throw CommandRunnerError(
                 description: "cannot find the archive-sync binary next to the test executable; build it or set ARCHIVE_SYNC_BIN")
         }
@@ -97,6 +106,7 @@ final class RunningCommand {
         process.standardInput = input
         process.standardOutput = output
         process.standardError = error
+        process.terminationHandler = { [exited] _ in exited.signal() }
         do {
             try process.run()
         } catch {
@@ -117,11 +127,52 @@ final class RunningCommand {
         return result
     }
 
-    deinit {
-        // Not waited for (a test stopped early): stop the child rather than leave it behind.
+    /// The child's process id.
+    var pid: Int32 { process.processIdentifier }
+
+    /// True until the child has exited.
+    var isRunning: Bool { process.isRunning }
+
+    /// What the child has written to stdout so far (it may still be writing).
+    var outputSoFar: String { finished ? "" : String(decoding: FileManager.default.contents(atPath: scratch + "/stdout") ?? Data(), as: UTF8.self) }
+
+    /// What the child has written to stderr so far (it may still be writing).
+    var errorOutputSoFar: String { finished ? "" : String(decoding: FileManager.default.contents(atPath: scratch + "/stderr") ?? Data(), as: UTF8.self) }
+
+    /// Sends `signal` to the child, if it still runs.
+    func send(_ signal: Int32) {
+        if !finished, process.isRunning { _ = kill(process.processIdentifier, signal) }
+    }
+
+    /// Waits up to `timeout` for the child to exit: what it did, or nil when it still runs.
+    func wait(timeout: Duration) -> CommandResult? {
+        if finished { return nil }
+        let (seconds, attoseconds) = timeout.components
+        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+        guard exited.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success else { return nil }
+        exited.signal()  // for any later wait
+        return wait()
+    }
+
+    /// Kills the child at once (a stopped one too) and throws away what it printed. Does
+    /// nothing when it was already waited for: meant for `defer`, so no child outlives its test.
+    func kill() {
         if finished { return }
         if process.isRunning {
+            _ = Glibc.kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        cleanUp()
+    }
+
+    deinit {
+        // Not waited for (a test stopped early): stop the child rather than leave it behind,
+        // politely first; a child stopped by SIGSTOP is continued so that it can exit.
+        if finished { return }
+        if process.isRunning {
+            _ = Glibc.kill(process.processIdentifier, SIGCONT)
             process.terminate()
+            if exited.wait(timeout: .now() + .seconds(5)) == .timedOut { _ = Glibc.kill(process.processIdentifier, SIGKILL) }
             process.waitUntilExit()
         }
         cleanUp()
