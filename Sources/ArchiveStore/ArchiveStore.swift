@@ -111,6 +111,9 @@ public final class ArchiveStore: Sendable {
 
     // MARK: - Typed API
 
+    /// The directory at the root of every store that holds its manifest: `.archive-sync`.
+    package static var metadataDirectoryName: String { FileName.metadataDirectory }
+
     /// The collection a type is stored in by default: its name, such as `Person`.
     public static func collectionName<T>(of type: T.Type) -> String {
         let id = ObjectIdentifier(type)

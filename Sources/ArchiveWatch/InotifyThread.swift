@@ -1,3 +1,4 @@
+import ArchiveStore
 import CInotifyTools
 import Foundation
 import Synchronization
@@ -175,7 +176,7 @@ private final class Watches {
         guard inotifytools_watch_file(path, Int32(bitPattern: events)) != 0 else {
             let code = inotifytools_error()
             switch code {
-            case ENOSPC: return .failure(.watchLimitReached(path: path, limit: Int(inotifytools_get_max_user_watches())))
+            case ENOSPC: return .failure(.watchLimitReached(path: path, limit: Self.watchLimit))
             case ENOENT, ENOTDIR, ELOOP: return .failure(.storeRemoved(path: path))
             default: return .failure(.inotifyUnavailable(reason: "watching \(path): \(String(cString: strerror(code)))"))
             }
@@ -183,6 +184,13 @@ private final class Watches {
         // The library files a directory under its path with a trailing slash.
         let wd = inotifytools_wd_from_filename(path.hasSuffix("/") ? path : path + "/")
         return .success(wd)
+    }
+
+    /// This user's inotify watch limit: `/proc/sys/user/max_inotify_watches` is the one that
+    /// applies (in a user namespace too); the library reads the machine-wide setting.
+    private static var watchLimit: Int {
+        let text = try? String(contentsOfFile: "/proc/sys/user/max_inotify_watches", encoding: .utf8)
+        return text.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? Int(inotifytools_get_max_user_watches())
     }
 
     func handle(wd: Int32, mask: UInt32, name: String) {
@@ -207,6 +215,13 @@ private final class Watches {
 
     private func handleRoot(_ store: Store, _ id: ObjectIdentifier, mask: UInt32, name: String) {
         if mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) != 0 {
+            store.sink.post(.failed(.storeRemoved(path: store.root)))
+            remove(store: id)
+            return
+        }
+        if name == ArchiveStore.metadataDirectoryName, mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
+            // The kernel holds back the root's own IN_DELETE_SELF while the store keeps the root
+            // open; the manifest's directory going away is the sign that the store is gone.
             store.sink.post(.failed(.storeRemoved(path: store.root)))
             remove(store: id)
             return

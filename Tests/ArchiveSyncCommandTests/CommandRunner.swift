@@ -2,6 +2,8 @@ import Foundation
 
 #if canImport(Glibc)
     import Glibc
+#elseif canImport(Darwin)
+    import Darwin
 #endif
 
 /// What one run of the `archive-sync` binary did.
@@ -137,11 +139,13 @@ final class RunningCommand {
     var outputSoFar: String { finished ? "" : String(decoding: FileManager.default.contents(atPath: scratch + "/stdout") ?? Data(), as: UTF8.self) }
 
     /// What the child has written to stderr so far (it may still be writing).
-    var errorOutputSoFar: String { finished ? "" : String(decoding: FileManager.default.contents(atPath: scratch + "/stderr") ?? Data(), as: UTF8.self) }
+    var errorOutputSoFar: String {
+        finished ? "" : String(decoding: FileManager.default.contents(atPath: scratch + "/stderr") ?? Data(), as: UTF8.self)
+    }
 
     /// Sends `signal` to the child, if it still runs.
     func send(_ signal: Int32) {
-        if !finished, process.isRunning { _ = kill(process.processIdentifier, signal) }
+        if !finished, process.isRunning { signalProcess(process.processIdentifier, signal) }
     }
 
     /// Waits up to `timeout` for the child to exit: what it did, or nil when it still runs.
@@ -159,7 +163,7 @@ final class RunningCommand {
     func kill() {
         if finished { return }
         if process.isRunning {
-            _ = Glibc.kill(process.processIdentifier, SIGKILL)
+            signalProcess(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
         cleanUp()
@@ -170,9 +174,9 @@ final class RunningCommand {
         // politely first; a child stopped by SIGSTOP is continued so that it can exit.
         if finished { return }
         if process.isRunning {
-            _ = Glibc.kill(process.processIdentifier, SIGCONT)
+            signalProcess(process.processIdentifier, SIGCONT)
             process.terminate()
-            if exited.wait(timeout: .now() + .seconds(5)) == .timedOut { _ = Glibc.kill(process.processIdentifier, SIGKILL) }
+            if exited.wait(timeout: .now() + .seconds(5)) == .timedOut { signalProcess(process.processIdentifier, SIGKILL) }
             process.waitUntilExit()
         }
         cleanUp()
@@ -185,6 +189,11 @@ final class RunningCommand {
         for handle in handles { try? handle.close() }
         try? FileManager.default.removeItem(atPath: scratch)
     }
+}
+
+/// Sends `signal` to process `pid` (the libc `kill`, which ``RunningCommand/kill()`` hides).
+private func signalProcess(_ pid: Int32, _ signal: Int32) {
+    _ = kill(pid, signal)
 }
 
 /// Makes a new, empty directory with a unique name under the system's temp directory and
