@@ -150,11 +150,16 @@ private final class Watches {
         return .success(())
     }
 
-    func remove(store id: ObjectIdentifier) {
+    /// Stops watching a store. `rootGone`: the kernel has dropped (or is about to drop) the
+    /// root's watch, so removing it would only fail (and the library would print that).
+    func remove(store id: ObjectIdentifier, rootGone: Bool = false) {
         guard let store = stores.removeValue(forKey: id) else { return }
-        for wd in [store.rootWatch] + Array(store.directories.values) {
+        owners[store.rootWatch] = nil
+        if !rootGone { inotifytools_remove_watch_by_wd(store.rootWatch) }
+        for (name, wd) in store.directories {
             owners[wd] = nil
-            inotifytools_remove_watch_by_wd(wd)
+            // A directory deleted since (its events not read yet) has no watch left to remove.
+            if access(store.root + "/" + name, F_OK) == 0 { inotifytools_remove_watch_by_wd(wd) }
         }
     }
 
@@ -173,6 +178,14 @@ private final class Watches {
     }
 
     private func watch(_ path: String, events: UInt32) -> Result<Int32, WatchError> {
+        // The library files a directory under its path with a trailing slash, and keeps the
+        // entry of a watch the kernel dropped (a deleted directory). A stale entry under this
+        // name would keep the new watch out of its name table: rename it out of the way first.
+        let name = path.hasSuffix("/") ? path : path + "/"
+        let existing = inotifytools_wd_from_filename(name)
+        if existing >= 0, owners[existing] == nil {
+            inotifytools_replace_filename(name, "/\u{1}archive-sync-stale-watch/\(existing)/")
+        }
         guard inotifytools_watch_file(path, Int32(bitPattern: events)) != 0 else {
             let code = inotifytools_error()
             switch code {
@@ -181,9 +194,7 @@ private final class Watches {
             default: return .failure(.inotifyUnavailable(reason: "watching \(path): \(String(cString: strerror(code)))"))
             }
         }
-        // The library files a directory under its path with a trailing slash.
-        let wd = inotifytools_wd_from_filename(path.hasSuffix("/") ? path : path + "/")
-        return .success(wd)
+        return .success(inotifytools_wd_from_filename(name))
     }
 
     /// This user's inotify watch limit: `/proc/sys/user/max_inotify_watches` is the one that
@@ -216,7 +227,7 @@ private final class Watches {
     private func handleRoot(_ store: Store, _ id: ObjectIdentifier, mask: UInt32, name: String) {
         if mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) != 0 {
             store.sink.post(.failed(.storeRemoved(path: store.root)))
-            remove(store: id)
+            remove(store: id, rootGone: mask & UInt32(IN_MOVE_SELF) == 0)
             return
         }
         if name == ArchiveStore.metadataDirectoryName, mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {

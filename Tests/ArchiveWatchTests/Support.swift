@@ -1,0 +1,323 @@
+import ArchiveStore
+import ArchiveWatch
+import Foundation
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// The helpers the watcher's tests share: temp directories, a watched store, a log of a
+// store's changes that can be waited on, plain file-system writes, and the built
+// `archive-sync` binary. Every wait has a generous deadline (the tests run on a loaded
+// two-core machine, in parallel); missing it fails the test with what was seen.
+
+/// How long any wait in these tests may take before the test fails.
+let patience: Duration = .seconds(15)
+
+/// A model for the tests that save through the store.
+struct Person: Codable, Equatable, Sendable {
+    var name: String
+    var age: Int
+}
+
+/// Thrown when a wait ran out of time; its description says what was awaited and what was seen.
+struct TimedOut: Error, CustomStringConvertible {
+    let description: String
+}
+
+// MARK: - Temp directories
+
+/// Makes a fresh directory under the system temp directory, passes its path (symlinks
+/// resolved) to `body`, and removes it and everything in it afterwards.
+func withTemporaryDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("archive-watch-tests-\(UUID().uuidString)", isDirectory: true)
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: false)
+    let path = url.resolvingSymlinksInPath().path
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    return try await body(path)
+}
+
+// MARK: - Plain file-system writes (what another program does)
+
+/// A system call a test made failed.
+struct SyscallFailed: Error, CustomStringConvertible {
+    let call: String
+    let path: String
+    let errno: Int32
+
+    var description: String { "\(call) \(path): \(String(cString: strerror(errno)))" }
+}
+
+/// Writes `data` to `path` with open(2), write(2) and close(2), in place: creates the file or
+/// truncates it, keeping its inode. The kernel reports one IN_CLOSE_WRITE.
+func writeFile(_ path: String, _ data: Data) throws {
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    guard fd >= 0 else { throw SyscallFailed(call: "open", path: path, errno: errno) }
+    defer { close(fd) }
+    try data.withUnsafeBytes { buffer in
+        var written = 0
+        while written < buffer.count {
+            let count = write(fd, buffer.baseAddress! + written, buffer.count - written)
+            guard count >= 0 else { throw SyscallFailed(call: "write", path: path, errno: errno) }
+            written += count
+        }
+    }
+}
+
+/// Writes `text` as UTF-8 to `path` (see ``writeFile(_:_:)``).
+func writeFile(_ path: String, _ text: String) throws {
+    try writeFile(path, Data(text.utf8))
+}
+
+/// rename(2), as `mv` does within one file system.
+func renameFile(_ from: String, to: String) throws {
+    guard rename(from, to) == 0 else { throw SyscallFailed(call: "rename", path: from, errno: errno) }
+}
+
+/// unlink(2), as `rm` does.
+func removeFile(_ path: String) throws {
+    guard unlink(path) == 0 else { throw SyscallFailed(call: "unlink", path: path, errno: errno) }
+}
+
+/// link(2): a second name for an existing file.
+func hardLink(_ existing: String, at path: String) throws {
+    guard link(existing, path) == 0 else { throw SyscallFailed(call: "link", path: path, errno: errno) }
+}
+
+/// mkdir(2).
+func makeDirectory(_ path: String) throws {
+    guard mkdir(path, 0o755) == 0 else { throw SyscallFailed(call: "mkdir", path: path, errno: errno) }
+}
+
+/// The JSON the store writes for `person` (sorted keys).
+func json(_ person: Person) throws -> Data {
+    try ArchiveCodec.json.encode(person)
+}
+
+// MARK: - Waiting
+
+/// Polls `condition` until it holds, or throws ``TimedOut`` once `timeout` has passed.
+func eventually(
+    _ what: @autoclosure () -> String, timeout: Duration = patience, _ condition: () throws -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while try !condition() {
+        guard ContinuousClock.now < deadline else { throw TimedOut(description: "timed out after \(timeout) waiting for \(what())") }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+}
+
+/// Waits until `watcher` has stopped (without blocking a thread of the test's executor), or
+/// throws ``TimedOut``.
+func waitUntilStopped(_ watcher: StoreWatcher, timeout: Duration = patience) async throws {
+    try await eventually("the watcher to stop", timeout: timeout) { watcher.waitUntilStopped(timeout: .zero) }
+}
+
+// MARK: - The change log
+
+/// Every change a store's ``ArchiveStore/changes`` delivers, from the moment the log is made
+/// (it subscribes at once), kept for the test to wait on and look at.
+final class ChangeLog: Sendable {
+    private final class Storage: Sendable {
+        let changes = Mutex<[StoreChange]>([])
+    }
+
+    private let storage = Storage()
+    private let consumer: Task<Void, Never>
+
+    init(_ store: ArchiveStore) {
+        let stream = store.changes  // subscribes now, before anything the test does next
+        let storage = storage
+        consumer = Task {
+            for await change in stream { storage.changes.withLock { $0.append(change) } }
+        }
+    }
+
+    deinit { consumer.cancel() }
+
+    /// Everything delivered so far, in the order delivered.
+    var changes: [StoreChange] { storage.changes.withLock { $0 } }
+
+    /// Everything delivered so far for `id`.
+    func changes(for id: ObjectID) -> [StoreChange] { changes.filter { $0.id == id } }
+
+    /// Waits until what was delivered satisfies `predicate` and returns it, or throws
+    /// ``TimedOut`` naming `what` and listing what was delivered.
+    @discardableResult
+    func wait(for what: String, timeout: Duration = patience, until predicate: ([StoreChange]) -> Bool) async throws -> [StoreChange] {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let seen = changes
+            if predicate(seen) { return seen }
+            guard ContinuousClock.now < deadline else {
+                throw TimedOut(description: "timed out after \(timeout) waiting for \(what); delivered: \(seen.map(describe))")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Waits until a change to `id` of `kind` has been delivered and returns it.
+    @discardableResult
+    func wait(for kind: StoreChange.Kind, of id: ObjectID, timeout: Duration = patience) async throws -> StoreChange {
+        let seen = try await wait(for: "\(kind) \(id)", timeout: timeout) { $0.contains { $0.id == id && $0.kind == kind } }
+        return seen.first { $0.id == id && $0.kind == kind }!
+    }
+}
+
+/// A change, shortly: `created Person/a v1 external #7`.
+func describe(_ change: StoreChange) -> String {
+    "\(change.kind) \(change.id) v\(change.version) \(change.origin) #\(change.sequence)"
+}
+
+// MARK: - A watched store
+
+/// A store in a fresh temp directory, watched, with a log of its changes started just after
+/// the watcher (so the first scan's changes are not in it).
+final class WatchedStore: Sendable {
+    /// The temp directory that holds the store (and may hold files outside it).
+    let directory: String
+    /// The store's directory: `directory/store`.
+    let path: String
+    let store: ArchiveStore
+    let watcher: StoreWatcher
+    let log: ChangeLog
+    /// The manifest's sequence when the log started.
+    let baseline: Int
+
+    /// The collection ``settle()`` writes its markers into.
+    static let markerCollection = "Marker"
+
+    fileprivate init(directory: String, options: WatchOptions, prepare: (ArchiveStore, String) throws -> Void) throws {
+        self.directory = directory
+        path = directory + "/store"
+        store = try ArchiveStore(directory: path)
+        try prepare(store, path)
+        watcher = try store.startWatching(options)
+        log = ChangeLog(store)
+        baseline = try store.status().sequence
+    }
+
+    /// `Collection/key` as an id.
+    func id(_ text: String) throws -> ObjectID { try ObjectID(parsing: text) }
+
+    /// Makes sure the watcher has handled everything done to the disk before this call, and
+    /// that the log holds every change recorded so far: writes a new marker object with plain
+    /// file calls, waits until the watcher records it, then until the log holds every change
+    /// the manifest has recorded since the log started. Checks that no change was delivered
+    /// twice. Returns the log's changes other than markers.
+    ///
+    /// The kernel queues inotify events in the order things happen, and the watcher handles
+    /// them in that order (those of one batch in one scan, published together), so once the
+    /// marker's change is recorded, so is whatever an earlier event led to.
+    @discardableResult
+    func settle(sourceLocation: SourceLocation = #_sourceLocation) async throws -> [StoreChange] {
+        let markers = path + "/" + Self.markerCollection
+        if !FileManager.default.fileExists(atPath: markers) { try makeDirectory(markers) }
+        let key = "m-" + UUID().uuidString
+        try writeFile(markers + "/" + key + ".json", #"{"marker":true}"#)
+        let marker = try ObjectID(collection: Self.markerCollection, key: key)
+        try await log.wait(for: .created, of: marker)
+        let sequence = try store.status().sequence
+        let expected = Set((baseline + 1)..<(sequence + 1))
+        let seen = try await log.wait(for: "every change recorded up to sequence \(sequence)") {
+            Set($0.map(\.sequence)).isSuperset(of: expected)
+        }
+        let sequences = seen.map(\.sequence)
+        #expect(Set(sequences).count == sequences.count, "a change was delivered twice: \(seen.map(describe))", sourceLocation: sourceLocation)
+        #expect(
+            sequences.allSatisfy { $0 > baseline }, "a change from before the log started was delivered: \(seen.map(describe))",
+            sourceLocation: sourceLocation)
+        return seen.filter { $0.id.collection != Self.markerCollection }
+    }
+
+    /// Stops the watcher and waits until it has stopped.
+    func stop() async throws {
+        watcher.stop()
+        try await waitUntilStopped(watcher)
+    }
+}
+
+/// Options for a test's watcher: the defaults unless given, with a logger that prints only
+/// errors (the periodic rescans of some tests would fill the output), or nothing at all when
+/// `silent` (for a test whose watcher is meant to fail).
+func watchOptions(debounce: Duration = .milliseconds(50), rescanInterval: Duration? = .seconds(3600), silent: Bool = false) -> WatchOptions {
+    var options = WatchOptions(debounce: debounce, rescanInterval: rescanInterval)
+    options.logger.logLevel = silent ? .critical : .error
+    return options
+}
+
+/// Opens a store in a fresh temp directory, lets `prepare` put things in it, starts watching
+/// it, runs `body`, then stops the watcher (waiting until it has stopped) and removes the
+/// directory, whether `body` returns or throws.
+func withWatchedStore(
+    _ options: WatchOptions = watchOptions(), prepare: (ArchiveStore, String) throws -> Void = { _, _ in },
+    _ body: (WatchedStore) async throws -> Void
+) async throws {
+    try await withTemporaryDirectory { directory in
+        let watched = try WatchedStore(directory: directory, options: options, prepare: prepare)
+        do {
+            try await body(watched)
+        } catch {
+            watched.watcher.stop()
+            _ = try? await waitUntilStopped(watched.watcher)
+            throw error
+        }
+        try await watched.stop()
+    }
+}
+
+// MARK: - The archive-sync binary
+
+/// The built `archive-sync`: beside the running test executable (`.build/debug/archive-sync`
+/// next to `.build/debug/archive-syncPackageTests.xctest`), or else `ARCHIVE_SYNC_BIN`.
+let archiveSyncBinary: String? = {
+    let fileManager = FileManager.default
+    if let executable = try? fileManager.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+        let candidate = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("archive-sync").path
+        if fileManager.isExecutableFile(atPath: candidate) { return candidate }
+    }
+    if let fromEnvironment = ProcessInfo.processInfo.environment["ARCHIVE_SYNC_BIN"], fileManager.isExecutableFile(atPath: fromEnvironment) {
+        return fromEnvironment
+    }
+    return nil
+}()
+
+/// What one run of `archive-sync` did.
+struct CommandResult: CustomStringConvertible {
+    let status: Int32
+    let output: String
+    let errorOutput: String
+
+    var description: String { "exit \(status)\n--- stdout ---\n\(output)\n--- stderr ---\n\(errorOutput)" }
+}
+
+/// Runs `archive-sync arguments` with `stdin` as its standard input, in a child process, and
+/// waits for it to exit. Its stdin, stdout and stderr are files in `scratch`, not pipes, so
+/// no other test's child can hold them open.
+func runArchiveSync(_ arguments: [String], stdin: Data, scratch: String) throws -> CommandResult {
+    let binary = try #require(archiveSyncBinary, "the archive-sync binary is not beside the test executable; build it or set ARCHIVE_SYNC_BIN")
+    let run = scratch + "/run-" + UUID().uuidString
+    try FileManager.default.createDirectory(atPath: run, withIntermediateDirectories: false)
+    defer { try? FileManager.default.removeItem(atPath: run) }
+    try writeFile(run + "/stdin", stdin)
+    try writeFile(run + "/stdout", Data())
+    try writeFile(run + "/stderr", Data())
+    let input = try FileHandle(forReadingFrom: URL(fileURLWithPath: run + "/stdin"))
+    let output = try FileHandle(forWritingTo: URL(fileURLWithPath: run + "/stdout"))
+    let error = try FileHandle(forWritingTo: URL(fileURLWithPath: run + "/stderr"))
+    defer { for handle in [input, output, error] { try? handle.close() } }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: binary)
+    process.arguments = arguments
+    process.standardInput = input
+    process.standardOutput = output
+    process.standardError = error
+    try process.run()
+    process.waitUntilExit()
+    return CommandResult(
+        status: process.terminationStatus,
+        output: String(decoding: FileManager.default.contents(atPath: run + "/stdout") ?? Data(), as: UTF8.self),
+        errorOutput: String(decoding: FileManager.default.contents(atPath: run + "/stderr") ?? Data(), as: UTF8.self))
+}
