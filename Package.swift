@@ -39,6 +39,7 @@ let package = Package(
             dependencies: [
                 "ArchiveStore",
                 "CInotifyTools",
+                "CArchiveShims",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -46,6 +47,7 @@ let package = Package(
             name: "archive-sync",
             dependencies: [
                 "ArchiveStore",
+                "CArchiveShims",
                 "ArchiveWatch",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

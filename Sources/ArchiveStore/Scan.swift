@@ -29,6 +29,22 @@ public struct ScanReport: Sendable, Codable {
     public var created: Int { changes.count { $0.kind == .created } }
     public var modified: Int { changes.count { $0.kind == .modified } }
     public var deleted: Int { changes.count { $0.kind == .deleted } }
+
+    /// The report's counts, without the lists.
+    public var counts: ScanCounts {
+        ScanCounts(created: created, modified: modified, deleted: deleted, unchanged: unchanged + touched, ignored: ignored.count)
+    }
+}
+
+/// How many objects a scan found created, modified, deleted and unchanged, and how many
+/// entries it ignored.
+public struct ScanCounts: Sendable, Codable, Equatable {
+    public var created: Int
+    public var modified: Int
+    public var deleted: Int
+    /// Objects whose content had not changed (whether or not their stamp had).
+    public var unchanged: Int
+    public var ignored: Int
 }
 
 extension ArchiveStore {

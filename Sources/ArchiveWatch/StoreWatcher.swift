@@ -1,4 +1,5 @@
 import ArchiveStore
+import CArchiveShims
 import Foundation
 import Logging
 import Synchronization
@@ -93,8 +94,9 @@ extension ArchiveStore {
 public final class StoreWatcher: Sendable {
     /// The store watched.
     public let store: ArchiveStore
-    /// What the first full scan found and recorded.
-    public let initialScan: ScanReport
+    /// What the first full scan found and recorded: its counts (each change it recorded went
+    /// to ``ArchiveStore/changes``; a list of them is not kept for the watcher's lifetime).
+    public let initialScan: ScanCounts
 
     private let options: WatchOptions
     private let lease: WatchLease
@@ -109,8 +111,9 @@ public final class StoreWatcher: Sendable {
             // Watch first, then scan: a change made during the scan is either in the scan or
             // in an event after it (a few are in both; recording one twice changes nothing).
             try InotifyThread.shared.add(store: ObjectIdentifier(store), root: store.path, sink: inbox)
-            initialScan = try store.scan()
+            initialScan = try store.scan().counts
             try store.markManifestCurrent(lease)
+            archive_trim_heap()
         } catch {
             InotifyThread.shared.remove(store: ObjectIdentifier(store))
             store.unfollowOtherProcesses()
@@ -166,6 +169,8 @@ public final class StoreWatcher: Sendable {
                         logger.notice("the kernel's event queue overflowed: scanning the whole store", metadata: ["store": "\(store.path)"])
                     }
                     let report = try store.scan()
+                    // A full scan's tables (every row's stamp) are freed now; give the pages back.
+                    archive_trim_heap()
                     inbox.count { $0.fullScans += 1 }
                     logger.info(
                         "full scan: \(report.created) created, \(report.modified) modified, \(report.deleted) deleted",

@@ -1,6 +1,7 @@
 import ArchiveStore
 import ArchiveWatch
 import ArgumentParser
+import CArchiveShims
 import Dispatch
 import Foundation
 import Logging
@@ -46,6 +47,9 @@ struct Watch: ParsableCommand {
         var logger = Logger(label: "archive-sync")
         logger.logLevel = .info
 
+        // A long-running process: two malloc arenas, not one per thread a scan runs on, each
+        // keeping its own free pages.
+        archive_limit_heap_arenas(2)
         // Stop requests may come before the watcher exists (during the first scan).
         let stop = StopRequest()
         let signals = [SIGINT, SIGTERM].map { number in
@@ -73,7 +77,7 @@ struct Watch: ParsableCommand {
         let watcher = try store.startWatching(options)
         let scan = watcher.initialScan
         logger.info(
-            "watching \(store.path): caught up (\(scan.created) created, \(scan.modified) modified, \(scan.deleted) deleted, \(scan.unchanged + scan.touched) unchanged)"
+            "watching \(store.path): caught up (\(scan.created) created, \(scan.modified) modified, \(scan.deleted) deleted, \(scan.unchanged) unchanged)"
         )
         stop.attach(watcher)
 

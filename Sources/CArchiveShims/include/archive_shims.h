@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <malloc.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -22,4 +23,12 @@ static inline int archive_open_beneath(int dirfd, const char *path, int flags, u
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
     return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
 }
+
+/// Hands the heap's free pages back to the system: a long-running watcher calls it after a
+/// full scan, whose tables glibc would otherwise keep (malloc_trim(3)).
+static inline void archive_trim_heap(void) { malloc_trim(0); }
+
+/// Caps glibc's malloc arenas: each thread that allocates (Dispatch's workers, in a scan's
+/// parallel lanes) otherwise gets an arena of its own, which keeps its free pages (mallopt(3)).
+static inline void archive_limit_heap_arenas(int count) { mallopt(M_ARENA_MAX, count); }
 #endif
