@@ -24,13 +24,18 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 
-# One `swift build` builds only the last --product it is given, hence two builds.
+# One `swift build` builds only the last --product it is given, hence one build per product.
 # BENCH_ARGS: e.g. --quick, --only 3. BENCH_BUILD: e.g. --scratch-path .build-bench.
+# watch-bench (the watcher) runs after archive-bench and uses the archive-sync built beside it.
+# WATCH_BENCH_ARGS: e.g. --only 2; by default --quick when BENCH_ARGS has it.
+WATCH_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 bench: deps
 	@bash .ci/apt-install $(APT_PACKAGES) $(BENCH_PACKAGES)
 	$(SWIFT) build -c release $(BENCH_BUILD) --product archive-sync
 	$(SWIFT) build -c release $(BENCH_BUILD) --product archive-bench
 	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/archive-bench" $(BENCH_ARGS)
+	$(SWIFT) build -c release $(BENCH_BUILD) --product watch-bench
+	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/watch-bench" $(WATCH_BENCH_ARGS)
 
 format:
 	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Samples Benchmarks
