@@ -40,12 +40,20 @@ extension ArchiveStore {
     package func acquireWatchLease() throws -> WatchLease {
         do {
             let fd = try openLeaseFile(create: true)!
-            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            // A `status` probing the lock holds it shared for a moment: try a few times.
+            var attempts = 0
+            while flock(fd, LOCK_EX | LOCK_NB) != 0 {
                 let code = errno
+                attempts += 1
+                if code == EWOULDBLOCK && attempts < 10 {
+                    usleep(5_000)
+                    continue
+                }
                 defer { close(fd) }
                 guard code == EWOULDBLOCK else { throw SystemCallError(call: "flock", path: leasePath, errno: code) }
                 throw ArchiveError.alreadyWatched(path: path, pid: Self.holder(of: fd))
             }
+            let lease = WatchLease(fd: fd)  // from here on, released however this ends
             let record = "\(getpid())\n"
             _ = ftruncate(fd, 0)
             _ = record.withCString { pwrite(fd, $0, strlen($0), 0) }
@@ -53,7 +61,7 @@ extension ArchiveStore {
                 try tx.setMeta("watcher", String(getpid()))
                 try tx.setMeta("watched_since", "")
             }
-            return WatchLease(fd: fd)
+            return lease
         } catch {
             throw ArchiveError.wrap(error)
         }
@@ -73,7 +81,10 @@ extension ArchiveStore {
     func currentWatcher(_ tx: ManifestTransaction) throws -> WatcherStatus? {
         guard let fd = try openLeaseFile(create: false) else { return nil }
         defer { close(fd) }
-        if flock(fd, LOCK_SH | LOCK_NB) == 0 { return nil }  // nobody holds it
+        if flock(fd, LOCK_SH | LOCK_NB) == 0 {  // nobody holds it
+            flock(fd, LOCK_UN)
+            return nil
+        }
         guard let pid = Self.holder(of: fd) else { return nil }
         let since = try tx.meta("watcher") == String(pid) ? try tx.meta("watched_since").flatMap { Int64($0) } : nil
         return WatcherStatus(pid: pid, currentSince: since.map { Date(timeIntervalSince1970: Double($0) / 1e9) })

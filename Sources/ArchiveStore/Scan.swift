@@ -121,8 +121,9 @@ extension ArchiveStore {
                     report.ignored.append(IgnoredEntry(path: directoryName.string, reason: "not a name the store writes"))
                     continue
                 }
-                if let files {
-                    try examine(files.map(\.string), in: directoryName.string, of: collection, into: &candidates, report: &report)
+                // A file whose object lost it may leave its key to a sibling (`a.plist` beside a
+                // removed `a.json`): only the whole directory tells, as a full scan would.
+                if let files, try examine(files.map(\.string), in: directoryName.string, of: collection, into: &candidates, report: &report) {
                     continue
                 }
                 let rows = try manifest.read { try $0.stamps(in: collection) }
@@ -134,7 +135,11 @@ extension ArchiveStore {
                 }
                 report.removedTempFiles += listing.removedTempFiles
                 if let problem = listing.problem {
+                    // A symlink or a file where the collection was: its objects are gone.
                     report.ignored.append(IgnoredEntry(path: listing.directoryName, reason: problem))
+                    for (file, row) in rows where !row.isDeleted {
+                        candidates.append(Candidate(collection: collection, directoryName: directoryName.string, file: file.string, key: row.key))
+                    }
                     continue
                 }
                 try examine(listing, of: collection, rows: rows, into: &candidates, report: &report)
@@ -245,18 +250,26 @@ extension ArchiveStore {
 
     /// Compares some files of one collection directory with their rows, as ``examine(_:of:rows:into:report:)``
     /// does for a whole listing.
+    /// - Returns: false, having added nothing, when a live object's file is gone from a directory
+    ///   that still exists: then only a look at the whole directory is right.
     private func examine(
         _ files: [String], in directoryName: String, of collection: String, into candidates: inout [Candidate], report: inout ScanReport
-    ) throws {
+    ) throws -> Bool {
+        var found: [Candidate] = []
+        var ignored: [IgnoredEntry] = []
+        defer {
+            candidates += found
+            report.ignored += ignored
+        }
         let directoryPath = path + "/" + directoryName
         guard let directory = try FileSystem.openDirectoryIfPresent(directoryName, in: root, path: directoryPath) else {
             // The whole directory is gone: each file's row (if any) records the delete.
             for file in files {
                 if let row = try manifest.read({ try $0.object(holding: file, in: collection) }), !row.isDeleted {
-                    candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: row.id.key))
+                    found.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: row.id.key))
                 }
             }
-            return
+            return true
         }
         defer { directory.close() }
         for file in files {
@@ -266,29 +279,36 @@ extension ArchiveStore {
                 let key = row == nil ? Self.key(ofNewFile: file) : nil
                 return (row, try key.flatMap { try tx.object(ObjectID(unchecked: collection, key: $0)) })
             }
+            let status = try FileSystem.status(file, in: directory.fd, path: directoryPath + "/" + file)
             if let row {
-                candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: row.id.key))
+                if status == nil, !row.isDeleted {
+                    found = []
+                    ignored = []
+                    return false
+                }
+                found.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: row.id.key))
                 continue
             }
-            guard let status = try FileSystem.status(file, in: directory.fd, path: directoryPath + "/" + file) else { continue }
+            guard let status else { continue }
             guard status.kind == .regular else {
-                report.ignored.append(IgnoredEntry(path: relative, reason: Self.reason(notRegular: status.kind)))
+                ignored.append(IgnoredEntry(path: relative, reason: Self.reason(notRegular: status.kind)))
                 continue
             }
             guard let key = Self.key(ofNewFile: file) else {
-                report.ignored.append(IgnoredEntry(path: relative, reason: "a name the store cannot map to a key"))
+                ignored.append(IgnoredEntry(path: relative, reason: "a name the store cannot map to a key"))
                 continue
             }
             if let keyRow, !keyRow.isDeleted {
                 // The key's file is another one (`a.plist` for `a.json`): while it exists, it holds the key.
                 if try FileSystem.status(keyRow.file, in: directory.fd, path: directoryPath + "/" + keyRow.file) != nil {
-                    report.ignored.append(IgnoredEntry(path: relative, reason: "\(directoryName)/\(keyRow.file) already holds the key '\(key)'"))
+                    ignored.append(IgnoredEntry(path: relative, reason: "\(directoryName)/\(keyRow.file) already holds the key '\(key)'"))
                     continue
                 }
-                candidates.append(Candidate(collection: collection, directoryName: directoryName, file: keyRow.file, key: key))
+                found.append(Candidate(collection: collection, directoryName: directoryName, file: keyRow.file, key: key))
             }
-            candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: key))
+            found.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: key))
         }
+        return true
     }
 
     /// The key a file that no row knows would hold, or nil when its name maps to no valid key.
@@ -308,30 +328,39 @@ extension ArchiveStore {
         while index < candidates.count {
             let chunk = candidates[index..<min(index + 512, candidates.count)]
             index += chunk.count
-            let changes = try manifest.write { tx in
+            let (changes, touched, unreadable) = try manifest.write { tx in
                 var changes: [StoreChange] = []
                 var touched = 0
+                var unreadable: [IgnoredEntry] = []
                 for candidate in chunk {
                     guard let key = candidate.key else { continue }
                     let id = ObjectID(unchecked: candidate.collection, key: key)
                     let directory = try FileSystem.openDirectoryIfPresent(
                         candidate.directoryName, in: root, path: path + "/" + candidate.directoryName)
-                    if let directory {
+                    guard let directory else {
+                        if let change = try tx.recordDelete(of: tx.object(id), origin: .external) { changes.append(change) }
+                        continue
+                    }
+                    defer { directory.close() }
+                    do {
                         if let change = try reconcileFile(candidate.file, of: id, in: directory.fd, tx: tx) {
                             changes.append(change)
                         } else {
                             touched += 1
                         }
-                        directory.close()
-                    } else if let change = try tx.recordDelete(of: tx.object(id), origin: .external) {
-                        changes.append(change)
+                    } catch let error as SystemCallError {
+                        // One file that cannot be read (permissions, an I/O error) is reported and
+                        // left as the manifest has it; it never stops the others being recorded.
+                        unreadable.append(
+                            IgnoredEntry(path: candidate.directoryName + "/" + candidate.file, reason: "unreadable: \(error)"))
                     }
                 }
-                return (changes, touched)
+                return (changes, touched, unreadable)
             }
             progress?(index, candidates.count)
-            report.changes += changes.0
-            report.touched += changes.1
+            report.changes += changes
+            report.touched += touched
+            report.ignored += unreadable
         }
     }
 

@@ -87,15 +87,20 @@ final class InotifyThread: Sendable {
     /// Everything below runs on the inotify thread only.
     private func run() {
         let watches = Watches()
-        let initialized = inotifytools_initialize() != 0
-        let failure = WatchError.inotifyUnavailable(reason: String(cString: strerror(inotifytools_error())))
+        var initialized = false
         while true {
             for command in commands.withLock({ state in
                 defer { state.queue = [] }; return state.queue
             }) {
                 switch command {
                 case .add(let store, let root, let sink, let reply):
-                    reply.send(initialized ? watches.add(store: store, root: root, sink: sink) : .failure(failure))
+                    // Tried again on each request: a failure (the instance limit) may pass.
+                    initialized = initialized || inotifytools_initialize() != 0
+                    guard initialized else {
+                        reply.send(.failure(.inotifyUnavailable(reason: String(cString: strerror(inotifytools_error())))))
+                        continue
+                    }
+                    reply.send(watches.add(store: store, root: root, sink: sink))
                 case .remove(let store):
                     watches.remove(store: store)
                 }
@@ -150,16 +155,22 @@ private final class Watches {
         return .success(())
     }
 
-    /// Stops watching a store. `rootGone`: the kernel has dropped (or is about to drop) the
-    /// root's watch, so removing it would only fail (and the library would print that).
-    func remove(store id: ObjectIdentifier, rootGone: Bool = false) {
+    /// Where a store's root is when it stops being watched.
+    enum RootState { case present, deleted, moved }
+
+    /// Stops watching a store. The kernel has dropped the watches of what was deleted, and
+    /// removing them again would only fail (and the library would print that).
+    func remove(store id: ObjectIdentifier, root state: RootState = .present) {
         guard let store = stores.removeValue(forKey: id) else { return }
         owners[store.rootWatch] = nil
-        if !rootGone { inotifytools_remove_watch_by_wd(store.rootWatch) }
+        if state != .deleted { inotifytools_remove_watch_by_wd(store.rootWatch) }
         for (name, wd) in store.directories {
             owners[wd] = nil
-            // A directory deleted since (its events not read yet) has no watch left to remove.
-            if access(store.root + "/" + name, F_OK) == 0 { inotifytools_remove_watch_by_wd(wd) }
+            // A directory deleted since (its events not read yet) has no watch left to remove;
+            // one moved away with the root still has.
+            if state == .moved || (state == .present && access(store.root + "/" + name, F_OK) == 0) {
+                inotifytools_remove_watch_by_wd(wd)
+            }
         }
     }
 
@@ -206,7 +217,15 @@ private final class Watches {
 
     func handle(wd: Int32, mask: UInt32, name: String) {
         if mask & UInt32(IN_Q_OVERFLOW) != 0 {
-            for store in stores.values { store.sink.post(.overflow) }
+            // Lost events may have created collection directories: watch any not watched yet,
+            // then the full scan each store runs finds what landed in them.
+            for (id, store) in stores {
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: store.root)) ?? []
+                for name in names where !name.hasPrefix(".") && store.directories[name] == nil {
+                    watchDirectory(name, of: id)
+                }
+                store.sink.post(.overflow)
+            }
             return
         }
         guard let (id, directory) = owners[wd], let store = stores[id] else { return }
@@ -227,14 +246,14 @@ private final class Watches {
     private func handleRoot(_ store: Store, _ id: ObjectIdentifier, mask: UInt32, name: String) {
         if mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) != 0 {
             store.sink.post(.failed(.storeRemoved(path: store.root)))
-            remove(store: id, rootGone: mask & UInt32(IN_MOVE_SELF) == 0)
+            remove(store: id, root: mask & UInt32(IN_MOVE_SELF) != 0 ? .moved : .deleted)
             return
         }
         if name == ArchiveStore.metadataDirectoryName, mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
             // The kernel holds back the root's own IN_DELETE_SELF while the store keeps the root
             // open; the manifest's directory going away is the sign that the store is gone.
             store.sink.post(.failed(.storeRemoved(path: store.root)))
-            remove(store: id)
+            remove(store: id, root: access(store.root, F_OK) == 0 ? .present : .deleted)
             return
         }
         guard !name.isEmpty, !name.hasPrefix("."), mask & UInt32(IN_ISDIR) != 0 else { return }

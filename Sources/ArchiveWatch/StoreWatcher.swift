@@ -155,6 +155,7 @@ public final class StoreWatcher: Sendable {
         let clock = ContinuousClock()
         var nextRescan = options.rescanInterval.map { clock.now + $0 }
         var failure: (any Error)?
+        var retryDelay = 1.0
         while true {
             let batch = inbox.next(debounce: options.debounce, deadline: nextRescan)
             if batch.stop { break }
@@ -180,14 +181,18 @@ public final class StoreWatcher: Sendable {
                     _ = try store.scan(paths: batch.paths)
                 }
                 try store.publishOtherProcessesChanges()
+                retryDelay = 1
             } catch {
                 if !store.directoryExists {
                     failure = WatchError.storeRemoved(path: store.path)
                     break
                 }
-                // Nothing recorded is lost (each chunk is a transaction); try again with a full scan.
-                logger.error("recording changes failed, scanning again in a second: \(error)", metadata: ["store": "\(store.path)"])
-                Thread.sleep(forTimeInterval: 1)
+                // Nothing recorded is lost (each chunk is a transaction); try again with a full
+                // scan, waiting longer each time it fails (up to a minute).
+                logger.error(
+                    "recording changes failed, scanning again in \(Int(retryDelay)) s: \(error)", metadata: ["store": "\(store.path)"])
+                if !inbox.sleep(seconds: retryDelay) { break }
+                retryDelay = min(retryDelay * 2, 60)
                 inbox.post(.retry)
             }
         }
@@ -248,7 +253,9 @@ private final class Inbox: WatchHintSink, @unchecked Sendable {
         case .retry: pending.retry = true
         }
         if firstPending == nil { firstPending = .now }
-        condition.signal()
+        // Broadcast: threads in waitUntilFinished wait on this condition too, and a signal
+        // could wake one of them instead of the watcher's thread.
+        condition.broadcast()
     }
 
     /// Waits for something to do: a stop or a failure at once; paths once the first of them
@@ -275,6 +282,17 @@ private final class Inbox: WatchHintSink, @unchecked Sendable {
         }
         if !pending.paths.isEmpty || pending.overflow { stats.batches += 1 }
         return pending
+    }
+
+    /// Waits `seconds`, or less if a stop comes. Returns false on a stop (left pending).
+    func sleep(seconds: Double) -> Bool {
+        let limit = Date(timeIntervalSinceNow: seconds)
+        condition.lock()
+        defer { condition.unlock() }
+        while !pending.stop {
+            if !condition.wait(until: limit) { break }
+        }
+        return !pending.stop
     }
 
     func count(_ update: (inout WatchStatistics) -> Void) {

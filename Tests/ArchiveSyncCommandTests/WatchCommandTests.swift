@@ -419,6 +419,8 @@ struct WatchCommandTests {
         for n in 0..<count where !writeQuickly(store.file("Burst", "f\(n).json"), "{\"n\":\(n)}") { failed.append(n) }
         let wrote = clock.now - writing
         try #require(failed.isEmpty, "could not write \(failed.count) files, errno \(errno)")
+        // A collection made while events are being lost: its creation is one of them.
+        try FileManager.default.createDirectory(atPath: store.path + "/Late", withIntermediateDirectories: false)
         #expect(processState(watcher.pid) == "T", "the watcher ran while the files were written")
         watcher.send(SIGCONT)
 
@@ -448,6 +450,12 @@ struct WatchCommandTests {
         #expect(printed.count == count)
         #expect(Set(printed).count == printed.count)
         #expect(printed.allSatisfy { $0.contains("\"kind\":\"created\"") && $0.contains("\"version\":1") })
+
+        // The overflow also re-watched the root: a file written later into the collection whose
+        // creation event was lost is recorded at once, not at the next hourly scan.
+        try "{}".write(toFile: store.file("Late", "after.json"), atomically: false, encoding: .utf8)
+        let late = poll(timeout: .seconds(15), interval: .milliseconds(100)) { watcher.stdout.contains("\"id\":\"Late/after\"") }
+        #expect(late, "Late/after.json was not recorded\n\(watcher.stderr)")
 
         let verified = try store.run("verify")
         #expect(verified.status == 0, "\(verified)")

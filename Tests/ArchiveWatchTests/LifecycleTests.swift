@@ -75,4 +75,20 @@ import Testing
             #expect(try ArchiveStore(directory: directory + "/moved").status().watcher == nil)
         }
     }
+
+    @Test func stopReachesTheWatcherWhileAnotherThreadWaitsForIt() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try ArchiveStore(directory: directory + "/store")
+            let watcher = try store.startWatching(watchOptions(rescanInterval: nil, silent: true))
+            // A thread blocked in waitUntilStopped waits on the same condition as the watcher's
+            // thread: the stop must wake the watcher, not only the waiter.
+            let waiter = Task.detached { watcher.waitUntilStopped(timeout: .seconds(10)) }
+            try await Task.sleep(for: .milliseconds(200))
+            let clock = ContinuousClock()
+            let start = clock.now
+            watcher.stop()
+            #expect(await waiter.value, "the watcher did not stop")
+            #expect(clock.now - start < .seconds(3))
+        }
+    }
 }

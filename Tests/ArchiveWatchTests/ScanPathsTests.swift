@@ -92,4 +92,38 @@ import Testing
             #expect(try store.status().objects == 0)
         }
     }
+
+    @Test func aRemovedFileLeavesItsKeyToASiblingAsAFullScanDoes() async throws {
+        try await withTemporaryDirectory { directory in
+            let targeted = try ArchiveStore(directory: directory + "/targeted")
+            let full = try ArchiveStore(directory: directory + "/full")
+            let plist = try PropertyListEncoder().encode(Person(name: "A", age: 2))
+            for store in [targeted, full] {
+                try store.save(Person(name: "A", age: 1), forKey: "a")
+                try writeFile(store.path + "/Person/a.plist", plist)  // ignored while a.json holds the key
+                try removeFile(store.path + "/Person/a.json")
+            }
+            let id = try ObjectID(parsing: "Person/a")
+            let targetedReport = try targeted.scan(paths: ["Person/a.json"])
+            let fullReport = try full.scan()
+            #expect(targetedReport.changes.map(Self.summary) == fullReport.changes.map(Self.summary))
+            #expect(try targeted.history(id).map(Self.summary) == full.history(id).map(Self.summary))
+            #expect(try targeted.data(for: id) == plist)
+        }
+    }
+
+    @Test func aCollectionReplacedByASymlinkLosesItsObjects() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try ArchiveStore(directory: directory + "/store")
+            try store.save(Person(name: "A", age: 1), forKey: "a")
+            try makeDirectory(directory + "/elsewhere")
+            try FileManager.default.removeItem(atPath: store.path + "/Person")
+            try FileManager.default.createSymbolicLink(atPath: store.path + "/Person", withDestinationPath: directory + "/elsewhere")
+
+            let report = try store.scan(paths: ["Person"])
+            #expect(report.changes.map(Self.summary) == ["deleted Person/a v2 external"])
+            #expect(report.ignored.map(\.path) == ["Person"])
+            #expect(try store.keys(of: Person.self).isEmpty)
+        }
+    }
 }
