@@ -58,14 +58,18 @@ let package = Package(
             dependencies: ["ArchiveStore"],
             path: "Samples/Quickstart"
         ),
+        .target(
+            name: "BenchSupport",
+            path: "Benchmarks/BenchSupport"
+        ),
         .executableTarget(
             name: "archive-bench",
-            dependencies: ["ArchiveStore"],
+            dependencies: ["ArchiveStore", "BenchSupport"],
             path: "Benchmarks/ArchiveBench"
         ),
         .executableTarget(
             name: "watch-bench",
-            dependencies: ["ArchiveStore", "ArchiveWatch"],
+            dependencies: ["ArchiveStore", "ArchiveWatch", "BenchSupport"],
             path: "Benchmarks/WatchBench"
         ),
         .testTarget(

@@ -1,3 +1,4 @@
+import BenchSupport
 import Foundation
 
 /// What an app does without the store: one JSON file per object, written with Foundation.

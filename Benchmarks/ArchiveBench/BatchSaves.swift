@@ -1,4 +1,5 @@
 import ArchiveStore
+import BenchSupport
 import Foundation
 
 /// Workload 2: `count` saves in ONE `store.batch { tx in ... }`, against the same Foundation

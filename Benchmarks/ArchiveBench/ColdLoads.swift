@@ -1,4 +1,5 @@
 import ArchiveStore
+import BenchSupport
 import Foundation
 
 /// Workload 3: cold loads. Open a fresh `ArchiveStore` on a store of `count` objects and

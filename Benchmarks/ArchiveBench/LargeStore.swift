@@ -1,4 +1,5 @@
 import ArchiveStore
+import BenchSupport
 import Foundation
 
 /// The large store that workloads 4 and 5 share, built once (on first use) with batches of

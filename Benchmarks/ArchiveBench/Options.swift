@@ -1,3 +1,4 @@
+import BenchSupport
 import Foundation
 
 /// The command line of `archive-bench`.

@@ -1,4 +1,5 @@
 import ArchiveStore
+import BenchSupport
 import Foundation
 
 /// Workload 5: scan the unchanged large store, against `rsync -a SRC/ DST/` with nothing to

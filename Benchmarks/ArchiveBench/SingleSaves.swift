@@ -1,4 +1,5 @@
 import ArchiveStore
+import BenchSupport
 import Foundation
 
 #if canImport(Glibc)

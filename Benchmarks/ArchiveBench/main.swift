@@ -3,6 +3,7 @@
 // See Benchmarks/README.md. Usage: archive-bench [--quick] [--only N] [--runs N] [--dir PATH]
 
 import ArchiveStore
+import BenchSupport
 import Foundation
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import ArchiveStore
 import ArchiveWatch
+import BenchSupport
 import Foundation
 import Synchronization
 

@@ -2,6 +2,7 @@
 // run. See Benchmarks/README.md. Usage: watch-bench [--quick] [--only N] [--dir PATH] [--cli PATH]
 
 import ArchiveStore
+import BenchSupport
 import Foundation
 
 #if canImport(Glibc)
