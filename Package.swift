@@ -60,6 +60,7 @@ let package = Package(
         ),
         .target(
             name: "BenchSupport",
+            dependencies: ["ArchiveStore"],
             path: "Benchmarks/BenchSupport"
         ),
         .executableTarget(

@@ -23,19 +23,11 @@ final class LargeStore {
         let scratch = try ScratchDirectory(under: options.directory, name: "large")
         let path = try scratch.sub("store")
         let count = options.largeCount
-        let batches = 10
-        let perBatch = count / batches
-        let elapsed = try seconds {
-            let store = try ArchiveStore(directory: path)
-            for batch in 0..<batches {
-                try store.batch { tx in
-                    for n in batch * perBatch..<(batch + 1) * perBatch { try tx.save(Person.sample(n), forKey: Person.key(n)) }
-                }
-            }
-        }
+        var saved = 0
+        let elapsed = try seconds { saved = try buildLargeStore(at: path, count: count) }
         let note =
-            "   (the \(grouped(Double(count)))-object store was built with \(batches) batches of \(grouped(Double(perBatch))) in \(String(format: "%.1f s", elapsed)))"
-        let made = Built(path: path, count: perBatch * batches, finished: .now)
+            "   (the \(grouped(Double(count)))-object store was built with \(largeStoreBatches) batches of \(grouped(Double(saved / largeStoreBatches))) in \(String(format: "%.1f s", elapsed)))"
+        let made = Built(path: path, count: saved, finished: .now)
         built = made
         buildNote = note
         return made

@@ -1,6 +1,7 @@
 // What archive-bench and watch-bench share: the model they write, timing, formatting, scratch
 // directories and the description of the machine.
 
+import ArchiveStore
 import Foundation
 
 #if canImport(Glibc)
@@ -32,6 +33,23 @@ public struct Person: Codable, Sendable, Equatable {
         let encoder = JSONEncoder()
         return try range.map { Array(try encoder.encode(sample($0))) }
     }
+}
+
+/// How many batches ``buildLargeStore(at:count:)`` saves in.
+public let largeStoreBatches = 10
+
+/// Makes a store of about `count` people at `path`, saved in ``largeStoreBatches`` batches
+/// (fast: one barrier each). Returns how many it saved: a multiple of the batch count.
+@discardableResult
+public func buildLargeStore(at path: String, count: Int) throws -> Int {
+    let store = try ArchiveStore(directory: path)
+    let perBatch = count / largeStoreBatches
+    for batch in 0..<largeStoreBatches {
+        try store.batch { tx in
+            for n in batch * perBatch..<(batch + 1) * perBatch { try tx.save(Person.sample(n), forKey: Person.key(n)) }
+        }
+    }
+    return perBatch * largeStoreBatches
 }
 
 public struct BenchError: Error, CustomStringConvertible {

@@ -21,16 +21,8 @@ func memory(_ options: BenchOptions) throws -> [String] {
     let scratch = try ScratchDirectory(under: options.directory, name: "memory")
     let count = options.storeSize
     let storePath = try scratch.sub("store")
-    let batches = 10
-    let perBatch = count / batches
-    let buildSeconds = try seconds {
-        let store = try ArchiveStore(directory: storePath)
-        for batch in 0..<batches {
-            try store.batch { tx in
-                for n in batch * perBatch..<(batch + 1) * perBatch { try tx.save(Person.sample(n), forKey: Person.key(n)) }
-            }
-        }
-    }
+    var built = 0
+    let buildSeconds = try seconds { built = try buildLargeStore(at: storePath, count: count) }
     Thread.sleep(forTimeInterval: 2.1)
 
     let first = try watchMemory(cli, storePath, log: scratch.path + "/watch-first.log")
@@ -52,14 +44,14 @@ func memory(_ options: BenchOptions) throws -> [String] {
         "VmRSS \(mb(fields, "VmRSS")) (anon \(mb(fields, "RssAnon")) + file \(mb(fields, "RssFile"))), VmHWM \(mb(fields, "VmHWM"))"
     }
     return [
-        "3. memory of `archive-sync watch` on \(grouped(perBatch * batches)) objects: VmRSS \(megabytes(kilobytes: rss)), ratio \(ratio(Double(rss) / Double(budget))) of the budget"
+        "3. memory of `archive-sync watch` on \(grouped(built)) objects: VmRSS \(megabytes(kilobytes: rss)), ratio \(ratio(Double(rss) / Double(budget))) of the budget"
             + " (target < 40 MB) \(verdict(rss < budget)); peak VmHWM \(mb(first.after, "VmHWM"))",
         "   first start: \(rssLine(first.after)); at the caught-up line VmRSS \(mb(first.caughtUp, "VmRSS")),"
             + " caught up in \(milliseconds(first.caughtUpSeconds)) (\(first.summary))",
         "   restart on the settled store: \(rssLine(restart.after)); caught up in \(milliseconds(restart.caughtUpSeconds)) (\(restart.summary))",
         "   for scale: the same watcher on a 1-object store \(rssLine(small.after)); `archive-sync status` on the large store:"
             + " VmHWM \(megabytes(kilobytes: statusPeak)); `sleep 100`: VmRSS \(megabytes(kilobytes: sleepRSS))",
-        "   (the store was built with \(batches) batches in \(String(format: "%.1f s", buildSeconds)))",
+        "   (the store was built with \(largeStoreBatches) batches in \(String(format: "%.1f s", buildSeconds)))",
     ]
 }
 
