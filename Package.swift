@@ -7,6 +7,9 @@ let package = Package(
     products: [
         .library(name: "ArchiveStore", targets: ["ArchiveStore"]),
         .library(name: "ArchiveWatch", targets: ["ArchiveWatch"]),
+        .library(name: "ArchiveSync", targets: ["ArchiveSync"]),
+        .library(name: "ArchiveCache", targets: ["ArchiveCache"]),
+        .library(name: "KeyedArchive", targets: ["KeyedArchive"]),
         .executable(name: "archive-sync", targets: ["archive-sync"]),
     ],
     dependencies: [
@@ -43,12 +46,26 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Sync of two stores: the planner, the executor and the transports.
+        .target(
+            name: "ArchiveSync",
+            dependencies: ["ArchiveStore"]
+        ),
+        // A typed in-memory model cache over a store, invalidated by its change stream.
+        .target(
+            name: "ArchiveCache",
+            dependencies: ["ArchiveStore"]
+        ),
+        // A safe reader of NSKeyedArchiver archives: Foundation only, never traps.
+        .target(name: "KeyedArchive"),
         .executableTarget(
             name: "archive-sync",
             dependencies: [
                 "ArchiveStore",
                 "CArchiveShims",
                 "ArchiveWatch",
+                "ArchiveSync",
+                "KeyedArchive",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -72,6 +89,34 @@ let package = Package(
             name: "watch-bench",
             dependencies: ["ArchiveStore", "ArchiveWatch", "BenchSupport"],
             path: "Benchmarks/WatchBench"
+        ),
+        .executableTarget(
+            name: "sync-bench",
+            dependencies: ["ArchiveStore", "ArchiveSync", "ArchiveWatch", "BenchSupport"],
+            path: "Benchmarks/SyncBench"
+        ),
+        .executableTarget(
+            name: "cache-bench",
+            dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch", "BenchSupport"],
+            path: "Benchmarks/CacheBench"
+        ),
+        .executableTarget(
+            name: "keyed-bench",
+            dependencies: ["KeyedArchive"],
+            path: "Benchmarks/KeyedBench"
+        ),
+        .testTarget(
+            name: "ArchiveSyncTests",
+            dependencies: ["ArchiveStore", "ArchiveSync", "archive-sync"]
+        ),
+        .testTarget(
+            name: "ArchiveCacheTests",
+            dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch"]
+        ),
+        .testTarget(
+            name: "KeyedArchiveTests",
+            dependencies: ["KeyedArchive"],
+            resources: [.copy("Fixtures")]
         ),
         .testTarget(
             name: "ArchiveWatchTests",

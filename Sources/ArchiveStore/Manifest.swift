@@ -104,7 +104,15 @@ final class Manifest: Sendable {
             start INTEGER NOT NULL,
             entries TEXT NOT NULL
         );
+        CREATE TABLE IF NOT EXISTS peers(
+            replica TEXT PRIMARY KEY,
+            seq INTEGER NOT NULL,
+            updated INTEGER NOT NULL
+        ) WITHOUT ROWID;
         """
+
+    /// How many tables `schema` makes: a store with fewer was made by an older version.
+    private static let tableCount = schema.components(separatedBy: "CREATE TABLE").count - 1
 
     private let connection: Mutex<SQLiteConnection>
     /// This store's replica id, made when the store was created.
@@ -133,8 +141,11 @@ final class Manifest: Sendable {
         }
 
         // Stores made before the change stream lack the columns that tell other processes
-        // what kind of change a row is and who made it; adding them is instant.
-        let needsColumns = try db.first("SELECT 1 FROM pragma_table_info('objects') WHERE name = 'origin'", [], { _ in true }) == nil
+        // what kind of change a row is and who made it; adding them is instant. Stores made
+        // before a table was added lack it: `schema` creates whatever is missing.
+        let needsColumns =
+            try db.first("SELECT 1 FROM pragma_table_info('objects') WHERE name = 'origin'", [], { _ in true }) == nil
+            || db.first("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], { Int($0.int(0)) }) ?? 0 < Self.tableCount
         var current = try settings()
         if current == nil || needsColumns || (requestedLimit != nil && requestedLimit != current?.limit) {
             try db.execute("BEGIN IMMEDIATE")
@@ -213,7 +224,9 @@ struct RecordedChange {
 
 /// The manifest inside one transaction. Valid only inside ``Manifest/read(_:)`` or ``Manifest/write(_:)``.
 final class ManifestTransaction {
-    private let db: SQLiteConnection
+    /// The connection, for the manifest's other tables (sync checkpoints, cache metadata),
+    /// each defined in the file that uses it.
+    let db: SQLiteConnection
     let replica: ReplicaID
     private var sequence: Int?
     private var cachedHistoryLimit: Int?

@@ -4,7 +4,7 @@ import ArgumentParser
 import Foundation
 
 @main
-struct ArchiveSync: ParsableCommand {
+struct ArchiveSyncCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "archive-sync",
         abstract: "Keep directories of Codable archives versioned, verified and in step.",
