@@ -220,6 +220,9 @@ struct RecordedChange {
     var stamp: FileStamp?
     var schemaVersion: Int?
     var origin: StoreChange.Origin
+    /// A sync's: the version vector and modification time the other replica recorded, kept
+    /// as they are instead of this replica's counter being incremented.
+    var incoming: IncomingVersion? = nil
 }
 
 /// The manifest inside one transaction. Valid only inside ``Manifest/read(_:)`` or ``Manifest/write(_:)``.
@@ -431,7 +434,9 @@ final class ManifestTransaction {
         let version = (existing?.version ?? 0) + 1
         let kind: StoreChange.Kind = change.content == nil ? .deleted : (existing == nil || existing!.isDeleted ? .created : .modified)
         var vector = existing?.vector ?? VersionVector()
-        vector.increment(replica)
+        if let incoming = change.incoming { vector = incoming.vector } else { vector.increment(replica) }
+        let modified = change.incoming?.modified ?? now
+        let author = change.incoming?.author ?? replica
         let sequence = try currentSequence() + 1
         self.sequence = sequence
         let size = change.content?.count ?? 0
@@ -448,14 +453,14 @@ final class ManifestTransaction {
                 hashValue, .integer(Int64(size)),
                 stamp.map { .integer($0.size) } ?? .null, stamp.map { .integer($0.mtimeNanoseconds) } ?? .null,
                 stamp.map { .integer(Int64(bitPattern: $0.inode)) } ?? .null, .integer(stamp.map { isRacy($0) ? 1 : 0 } ?? 0),
-                .integer(now), .integer(change.content == nil ? 1 : 0), schemaValue, .integer(Int64(sequence)), .text(replica.rawValue),
+                .integer(modified), .integer(change.content == nil ? 1 : 0), schemaValue, .integer(Int64(sequence)), .text(author.rawValue),
                 .text(kind.rawValue), .text(change.origin.rawValue),
             ])
         try db.run(
             "INSERT INTO history(collection, key, version, file, hash, size, modified, deleted, replica, vector, schema) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 .text(change.id.collection), .text(change.id.key), .integer(Int64(version)), .text(change.file), hashValue, .integer(Int64(size)),
-                .integer(now), .integer(change.content == nil ? 1 : 0), .text(replica.rawValue), .text(vector.description), schemaValue,
+                .integer(modified), .integer(change.content == nil ? 1 : 0), .text(author.rawValue), .text(vector.description), schemaValue,
             ])
         if let content = change.content, let hash = change.hash {
             // Kept once per distinct hash, counted once per history row that names it.
@@ -475,11 +480,12 @@ final class ManifestTransaction {
     /// Records that `existing`'s file is gone: a tombstone version. Nothing when it is
     /// already a tombstone.
     @discardableResult
-    func recordDelete(of existing: ObjectRecord?, origin: StoreChange.Origin) throws -> StoreChange? {
+    func recordDelete(of existing: ObjectRecord?, origin: StoreChange.Origin, incoming: IncomingVersion? = nil) throws -> StoreChange? {
         guard let existing, !existing.isDeleted else { return nil }
         return try record(
             RecordedChange(
-                id: existing.id, file: existing.file, content: nil, hash: nil, stamp: nil, schemaVersion: existing.schemaVersion, origin: origin),
+                id: existing.id, file: existing.file, content: nil, hash: nil, stamp: nil, schemaVersion: existing.schemaVersion, origin: origin,
+                incoming: incoming),
             existing: existing)
     }
 

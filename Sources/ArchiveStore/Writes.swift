@@ -16,6 +16,9 @@ struct PendingWrite: Sendable {
     var schemaVersion: Int?
     /// The temp file's stamp once written (a rename keeps it).
     var stamp: FileStamp?
+    /// Set for a sync's write: the version as the other replica recorded it, and what this
+    /// store must still hold for the write to go ahead.
+    var incoming: IncomingVersion?
 
     init(id: ObjectID, file: String, content: Data?, schemaVersion: Int? = nil) {
         self.id = id
@@ -62,6 +65,16 @@ extension ArchiveStore {
     /// - Returns: each object's version afterwards, in the order of `requested`.
     @discardableResult
     func apply(_ requested: [PendingWrite]) throws -> [Int] {
+        try applyChecked(requested).map { $0 ?? 0 }
+    }
+
+    /// ``apply(_:)``, where a sync's write (one with ``PendingWrite/incoming``) is skipped when
+    /// its object no longer holds what the sync planned from: another process changed it,
+    /// in the manifest or only on disk so far. Checked in both transactions, the second time
+    /// just before the renames, so a change made meanwhile is never overwritten.
+    ///
+    /// - Returns: each object's version afterwards, or nil for a skipped write.
+    func applyChecked(_ requested: [PendingWrite]) throws -> [Int?] {
         guard !requested.isEmpty else { return [] }
         var directories: [ExactName: FileHandle] = [:]
         defer { for directory in directories.values { directory.close() } }
@@ -71,14 +84,14 @@ extension ArchiveStore {
             }
 
             let plan = try manifest.write { tx in try self.plan(requested, tx: tx) }
-            guard let intent = plan.intent else { return plan.versions.map { $0 ?? 0 } }
+            guard let intent = plan.intent else { return plan.versions }
             var writes = plan.needed.map { requested[$0] }
             do {
                 try writeTempFiles(&writes, entries: plan.entries, directories: directories)
                 let versions = try manifest.write { tx in
                     try self.commit(writes, entries: plan.entries, intent: intent, directories: directories, tx: tx)
                 }
-                var result = plan.versions.map { $0 ?? 0 }
+                var result = plan.versions
                 for (position, index) in plan.needed.enumerated() { result[index] = versions[position] }
                 return result
             } catch {
@@ -93,7 +106,8 @@ extension ArchiveStore {
 
     /// What ``apply(_:)`` will write.
     private struct WritePlan: Sendable {
-        /// The version of each requested write already stored as asked; nil for those to write.
+        /// The version of each requested write already stored as asked; nil for those to write
+        /// and for a sync's writes skipped because their object changed.
         var versions: [Int?]
         /// Indices of the writes to make, in order.
         var needed: [Int] = []
@@ -109,6 +123,7 @@ extension ArchiveStore {
         for write in writes { occurrences[write.id, default: 0] += 1 }
         var plan = WritePlan(versions: Array(repeating: nil, count: writes.count))
         for (index, write) in writes.enumerated() {
+            if let incoming = write.incoming, try tx.liveHash(write.id) != incoming.expected { continue }
             if occurrences[write.id] == 1, let version = try storedVersion(matching: write, tx: tx) {
                 plan.versions[index] = version
                 continue
@@ -168,9 +183,20 @@ extension ArchiveStore {
     /// directories and drops the intent. Returns each write's version.
     private func commit(
         _ writes: [PendingWrite], entries: [WriteIntent.Entry], intent: Int64, directories: [ExactName: FileHandle], tx: ManifestTransaction
-    ) throws -> [Int] {
-        var versions: [Int] = []
+    ) throws -> [Int?] {
+        var versions: [Int?] = []
         var touched: Set<ExactName> = []
+        // A sync's writes whose object changed since they were planned: their temp files go.
+        var skipped: Set<Int> = []
+        for (index, write) in writes.enumerated() where write.incoming != nil {
+            let directory = directories[ExactName(write.id.collection)]
+            if try !stillExpected(write, directory: directory, tx: tx) {
+                skipped.insert(index)
+                if let temp = entries[index].temp, let directory {
+                    try FileSystem.removeFile(temp, in: directory.fd, path: directory.path + "/" + temp)
+                }
+            }
+        }
         // A collection's first object: its directory may have been made by a process that
         // died before flushing the store's directory, so flush it here, before the commit.
         var firstInCollection = false
@@ -180,16 +206,21 @@ extension ArchiveStore {
         // When no object is written twice, the renames are independent: do them first, on every core.
         let distinct = Set(writes.lazy.map(\.id)).count == writes.count
         if distinct {
-            try parallelMap(writes.count, threshold: 256) { index in
-                guard let temp = entries[index].temp, let directory = directories[ExactName(writes[index].id.collection)] else { return }
+            try parallelMap(writes.count, threshold: 256) { [skipped] index in
+                guard !skipped.contains(index), let temp = entries[index].temp, let directory = directories[ExactName(writes[index].id.collection)]
+                else { return }
                 try FileSystem.rename(temp, to: writes[index].file, in: directory.fd, path: directory.path + "/" + writes[index].file)
             }
         }
         for (index, write) in writes.enumerated() {
+            if skipped.contains(index) {
+                versions.append(nil)
+                continue
+            }
             let existing = try tx.object(write.id)
             guard let directory = directories[ExactName(write.id.collection)] else {
                 // A delete where the directory is gone: the object is gone too.
-                let recorded = try tx.recordDelete(of: existing, origin: .local)
+                let recorded = try tx.recordDelete(of: existing, origin: write.incoming == nil ? .local : .sync, incoming: write.incoming)
                 versions.append(recorded?.version ?? existing?.version ?? 0)
                 continue
             }
@@ -207,7 +238,7 @@ extension ArchiveStore {
             }
             let change = RecordedChange(
                 id: write.id, file: file, content: write.content, hash: write.hash, stamp: write.stamp,
-                schemaVersion: write.schemaVersion, origin: .local)
+                schemaVersion: write.schemaVersion, origin: write.incoming == nil ? .local : .sync, incoming: write.incoming)
             let recorded = try tx.record(change, existing: existing)
             versions.append(recorded?.version ?? existing?.version ?? 0)
         }

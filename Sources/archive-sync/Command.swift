@@ -1,4 +1,5 @@
 import ArchiveStore
+import ArchiveSync
 import ArchiveWatch
 import ArgumentParser
 import Foundation
@@ -19,6 +20,7 @@ struct ArchiveSyncCommand: ParsableCommand {
         version: "0.1.0",
         subcommands: [
             Init.self, Put.self, Get.self, List.self, Remove.self, History.self, Restore.self, Scan.self, Verify.self, Status.self, Watch.self,
+            Diff.self, SyncCommand.self, Conflicts.self,
         ]
     )
 
@@ -33,6 +35,9 @@ struct ArchiveSyncCommand: ParsableCommand {
             printError(error.description)
             status = error.isBadInput ? 2 : 1
         } catch let error as WatchError {
+            printError(error.description)
+            status = 1
+        } catch let error as SyncError {
             printError(error.description)
             status = 1
         } catch let error as WatchFailed {

@@ -1,0 +1,258 @@
+import ArchiveStore
+import Foundation
+
+/// Makes two stores equal without losing anything either side wrote.
+///
+/// ```swift
+/// let report = try await Sync(local: storeA, remote: storeB).run()
+/// print(report.summary)      // 3 copied to B, 1 copied to A, 1 conflict
+/// ```
+///
+/// A sync makes both manifests current (a scan, unless a watcher keeps the store current),
+/// compares them (only what changed since the two last met, when their checkpoints match;
+/// otherwise everything), and applies the plan through each store's atomic, durable batch
+/// write. Each side then records how far it has merged the other's changes. A sync killed at
+/// any moment leaves every object old or new; running it again completes it.
+public final class Sync: Sendable {
+    private let a: any SyncReplica
+    private let b: any SyncReplica
+    private let options: SyncOptions
+    /// Objects compared, read and written per step: bounds memory whatever the stores' size.
+    static let pageSize = 2_000
+
+    /// A sync of two stores on this machine. Takes both stores' sync locks until the sync
+    /// is released.
+    public convenience init(local: ArchiveStore, remote: ArchiveStore, options: SyncOptions = SyncOptions()) throws {
+        try self.init(a: LocalReplica(local), b: LocalReplica(remote), options: options)
+    }
+
+    package init(a: any SyncReplica, b: any SyncReplica, options: SyncOptions) {
+        self.a = a
+        self.b = b
+        self.options = options
+    }
+
+    /// Runs the sync (or, with ``SyncOptions/dryRun``, plans it) and reports what it did.
+    public func run() async throws -> SyncReport {
+        try runNow()
+    }
+
+    /// ``run()``, on the calling thread.
+    package func runNow() throws -> SyncReport {
+        guard a.replica != b.replica else { throw SyncError.sameReplica(a.name, b.name) }
+        let (scannedA, scannedB) = try inParallel({ try self.a.makeCurrent() }, { try self.b.makeCurrent() })
+        let walk = try Walk(a: a, b: b)
+        var report = SyncReport(a: a.name, b: b.name, dryRun: options.dryRun, incremental: walk.incremental, scannedA: scannedA, scannedB: scannedB)
+
+        // First the plan alone: it says how much there is to do, and whether the safety valve trips.
+        var planned = SyncReport(a: a.name, b: b.name, dryRun: true, incremental: walk.incremental, scannedA: scannedA, scannedB: scannedB)
+        planned.actions = options.dryRun ? [] : nil
+        try walk.forEachPage { pairs in
+            for (ea, eb) in pairs { record(SyncPlanner.action(a: ea, b: eb, preference: options.preference), in: &planned) }
+        }
+        if options.dryRun { return planned }
+        let total = planned.changes + planned.merged
+        guard total > 0 else {
+            try moveCheckpoints(walk)
+            return report
+        }
+        if !options.force {
+            for (side, deletes) in [(SyncSide.b, planned.deletedOnB), (.a, planned.deletedOnA)] where deletes > 0 {
+                let objects = try replica(side).liveObjectCount()
+                if deletes * 2 > objects { throw SyncError.tooManyDeletes(store: replica(side).name, deletes: deletes, objects: objects) }
+            }
+        }
+
+        var done = 0
+        try walk.forEachPage { pairs in
+            let actions = pairs.map { SyncPlanner.action(a: $0.0, b: $0.1, preference: options.preference) }
+            try execute(actions, into: &report)
+            done += actions.count { $0 != .none }
+            options.progress?(min(done, total), total)
+        }
+        try moveCheckpoints(walk)
+        return report
+    }
+
+    private func replica(_ side: SyncSide) -> any SyncReplica { side == .a ? a : b }
+
+    /// Counts one action in `report` (and lists it, when the report lists actions).
+    private func record(_ action: SyncAction, in report: inout SyncReport) {
+        switch action {
+        case .none: return
+        case .merge: report.merged += 1
+        case .copy(let to, let source, _, _):
+            switch (to, source.isDeleted) {
+            case (.a, false): report.copiedToA += 1
+            case (.b, false): report.copiedToB += 1
+            case (.a, true): report.deletedOnA += 1
+            case (.b, true): report.deletedOnB += 1
+            }
+            report.actions?.append(.init(id: source.id.description, kind: source.isDeleted ? .delete : .copy, to: to))
+        case .conflict(let winner, let kept, _, _, let copy):
+            report.conflicts.append(.init(id: kept.id.description, winner: winner, copy: copy?.description))
+            report.actions?.append(.init(id: kept.id.description, kind: .conflict, to: winner.other, copy: copy?.description))
+        }
+    }
+
+    /// What one write of a sync counts as in the report, once the side has applied it.
+    private enum Tally {
+        case copy(to: SyncSide, deleted: Bool)
+        case conflict(SyncReport.Conflict)
+        /// A conflict copy: reported with its conflict.
+        case conflictCopy
+    }
+
+    /// Applies one page of actions: reads the bytes each side must send, writes each side's
+    /// objects in one batch, then merges vectors where contents were already alike.
+    private func execute(_ actions: [SyncAction], into report: inout SyncReport) throws {
+        // The entries each side sends bytes of, and the conflict copies that may exist already
+        // (made by a sync that was cut short).
+        var reads: [SyncSide: [ReplicaEntry]] = [.a: [], .b: []]
+        var copyIDs: [ObjectID] = []
+        for action in actions {
+            switch action {
+            case .copy(let to, let source, _, _) where !source.isDeleted:
+                reads[to.other]!.append(source)
+            case .conflict(let winner, let kept, let lost, _, let copy):
+                reads[winner]!.append(kept)
+                reads[winner.other]!.append(lost)
+                if let copy { copyIDs.append(copy) }
+            default: break
+            }
+        }
+        var contents: [SyncSide: [ObjectID: Data]] = [:]
+        var existingCopies: [SyncSide: [ObjectID: ContentHash]] = [:]
+        for side in SyncSide.allCases {
+            let entries = reads[side]!
+            let data = entries.isEmpty ? [] : try replica(side).contents(of: entries)
+            contents[side] = Dictionary(
+                zip(entries.map(\.id), data).compactMap { id, data in data.map { (id, $0) } }, uniquingKeysWith: { a, _ in a })
+            let copies = copyIDs.isEmpty ? [] : try replica(side).entries(for: copyIDs)
+            existingCopies[side] = Dictionary(copies.compactMap { $0.flatMap { e in e.hash.map { (e.id, $0) } } }, uniquingKeysWith: { a, _ in a })
+        }
+
+        var writes: [SyncSide: [(IncomingObject, Tally)]] = [.a: [], .b: []]
+        var merges: [SyncSide: [VectorMerge]] = [.a: [], .b: []]
+        /// Queues `entry` (bytes read on `from`) for the other side; false when its bytes
+        /// changed after the manifest was read, which the next sync will pick up.
+        func send(_ entry: ReplicaEntry, from: SyncSide, as id: ObjectID, vector: VersionVector, expected: ContentHash?, tally: Tally) -> Bool {
+            var content: Data?
+            if !entry.isDeleted {
+                guard let data = contents[from]![entry.id] else {
+                    report.skipped.append(.init(id: entry.id.description, side: from))
+                    return false
+                }
+                content = data
+            }
+            let version = IncomingVersion(vector: vector, modified: entry.modified, author: entry.author, expected: expected)
+            writes[from.other]!.append((IncomingObject(id: id, fileExtension: fileExtension(entry.file), content: content, version: version), tally))
+            return true
+        }
+        for action in actions {
+            switch action {
+            case .none:
+                continue
+            case .merge(let merge):
+                merges[.a]!.append(merge)
+                merges[.b]!.append(merge)
+            case .copy(let to, let source, let target, let vector):
+                let tally = Tally.copy(to: to, deleted: source.isDeleted)
+                guard send(source, from: to.other, as: source.id, vector: vector, expected: target?.liveHash, tally: tally) else { continue }
+                // Edit beat delete: the surviving side records the merged vector too.
+                if vector != source.vector { merges[to.other]!.append(VectorMerge(id: source.id, hash: source.hash, vector: vector)) }
+            case .conflict(let winner, let kept, let lost, let vector, let copy):
+                let loser = winner.other
+                guard let lostBytes = contents[loser]![lost.id] else {
+                    report.skipped.append(.init(id: lost.id.description, side: loser))
+                    continue
+                }
+                if let copy {
+                    // Saved on both sides before the loser's side gives up the id.
+                    for side in SyncSide.allCases where existingCopies[side]![copy] != lost.hash {
+                        let version = IncomingVersion(
+                            vector: lost.vector, modified: lost.modified, author: lost.author, expected: existingCopies[side]![copy])
+                        writes[side]!.append(
+                            (IncomingObject(id: copy, fileExtension: fileExtension(lost.file), content: lostBytes, version: version), .conflictCopy))
+                    }
+                }
+                let conflict = SyncReport.Conflict(id: kept.id.description, winner: winner, copy: copy?.description)
+                guard send(kept, from: winner, as: kept.id, vector: vector, expected: lost.hash, tally: .conflict(conflict)) else { continue }
+                merges[winner]!.append(VectorMerge(id: kept.id, hash: kept.hash, vector: vector))
+            }
+        }
+        for side in SyncSide.allCases {
+            let queued = writes[side]!
+            if !queued.isEmpty {
+                let applied = try replica(side).apply(queued.map(\.0))
+                for ((object, tally), ok) in zip(queued, applied) {
+                    guard ok else {
+                        report.skipped.append(.init(id: object.id.description, side: side))
+                        continue
+                    }
+                    switch tally {
+                    case .copy(.a, false): report.copiedToA += 1
+                    case .copy(.b, false): report.copiedToB += 1
+                    case .copy(.a, true): report.deletedOnA += 1
+                    case .copy(.b, true): report.deletedOnB += 1
+                    case .conflict(let conflict): report.conflicts.append(conflict)
+                    case .conflictCopy: break
+                    }
+                }
+            }
+            if !merges[side]!.isEmpty {
+                try replica(side).mergeVectors(merges[side]!)
+            }
+        }
+        report.merged += actions.count { if case .merge = $0 { return true } else { return false } }
+    }
+
+    /// Moves each side's checkpoint of the other past everything this sync merged. Called
+    /// once every write is durable, never before.
+    private func moveCheckpoints(_ walk: Walk) throws {
+        try a.setCheckpoint(for: b.replica, to: b.sequenceAfterOwnWrites(since: walk.sequenceB))
+        try b.setCheckpoint(for: a.replica, to: a.sequenceAfterOwnWrites(since: walk.sequenceA))
+    }
+}
+
+/// The file extension of a stored file name (`json` for `person1.json`): it names the codec.
+private func fileExtension(_ file: String) -> String {
+    guard let dot = file.lastIndex(of: ".") else { return "json" }
+    return String(file[file.index(after: dot)...])
+}
+
+extension ReplicaEntry {
+    /// The hash of the live contents; nil for a tombstone.
+    var liveHash: ContentHash? { isDeleted ? nil : hash }
+}
+
+/// Runs two independent calls at once, on this thread and one more.
+func inParallel<A: Sendable, B: Sendable>(_ first: @escaping @Sendable () throws -> A, _ second: @escaping @Sendable () throws -> B) throws -> (A, B)
+{
+    let result = ResultBox<B>()
+    let thread = Thread { result.set(Result { try second() }) }
+    thread.start()
+    let firstResult = Result { try first() }
+    let secondResult = result.wait()
+    return (try firstResult.get(), try secondResult.get())
+}
+
+/// A value handed from one thread to another.
+private final class ResultBox<T: Sendable>: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var value: Result<T, any Error>?
+
+    func set(_ value: Result<T, any Error>) {
+        condition.lock()
+        self.value = value
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func wait() -> Result<T, any Error> {
+        condition.lock()
+        defer { condition.unlock() }
+        while value == nil { condition.wait() }
+        return value!
+    }
+}

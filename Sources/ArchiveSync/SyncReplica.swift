@@ -1,0 +1,65 @@
+import ArchiveStore
+import Foundation
+
+/// One side of a sync as the executor sees it: a store in a directory here, or one at the
+/// far end of a pipe. Every call is one request; each returns or throws.
+package protocol SyncReplica: AnyObject, Sendable {
+    /// The store's replica id.
+    var replica: ReplicaID { get }
+    /// How the store is named to the user (its path, or `host:path`).
+    var name: String { get }
+
+    /// Makes the manifest current: scans the store unless a watcher keeps it current.
+    /// - Returns: true when it scanned.
+    func makeCurrent() throws -> Bool
+    func changeSequence() throws -> Int
+    func liveObjectCount() throws -> Int
+    func checkpoint(for peer: ReplicaID) throws -> Int?
+    func setCheckpoint(for peer: ReplicaID, to sequence: Int) throws
+    func sequenceAfterOwnWrites(since sequence: Int) throws -> Int
+    func entries(after id: ObjectID?, limit: Int) throws -> [ReplicaEntry]
+    func entries(changedAfter after: Int, through: Int, limit: Int) throws -> [ReplicaEntry]
+    func entries(for ids: [ObjectID]) throws -> [ReplicaEntry?]
+    /// The bytes of each entry's file; nil where they no longer match the entry's hash.
+    func contents(of entries: [ReplicaEntry]) throws -> [Data?]
+    /// Writes what the other side sent; false where the object changed since the plan.
+    func apply(_ objects: [IncomingObject]) throws -> [Bool]
+    func mergeVectors(_ merges: [VectorMerge]) throws
+}
+
+/// A store in a directory on this machine, held under its sync lock for the sync's length.
+package final class LocalReplica: SyncReplica {
+    package let store: ArchiveStore
+    package let name: String
+    private let lock: StoreLock
+
+    package init(_ store: ArchiveStore, name: String? = nil) throws {
+        self.store = store
+        self.name = name ?? store.path
+        self.lock = try store.acquireSyncLock()
+    }
+
+    package var replica: ReplicaID { store.replica }
+
+    package func makeCurrent() throws -> Bool {
+        if try store.isKeptCurrentByWatcher() { return false }
+        _ = try store.scan()
+        return true
+    }
+
+    package func changeSequence() throws -> Int { try store.changeSequence() }
+    package func liveObjectCount() throws -> Int { try store.liveObjectCount() }
+    package func checkpoint(for peer: ReplicaID) throws -> Int? { try store.checkpoint(for: peer) }
+    package func setCheckpoint(for peer: ReplicaID, to sequence: Int) throws { try store.setCheckpoint(for: peer, to: sequence) }
+    package func sequenceAfterOwnWrites(since sequence: Int) throws -> Int { try store.sequenceAfterOwnWrites(since: sequence) }
+    package func entries(after id: ObjectID?, limit: Int) throws -> [ReplicaEntry] { try store.replicaEntries(after: id, limit: limit) }
+
+    package func entries(changedAfter after: Int, through: Int, limit: Int) throws -> [ReplicaEntry] {
+        try store.replicaEntries(changedAfter: after, through: through, limit: limit)
+    }
+
+    package func entries(for ids: [ObjectID]) throws -> [ReplicaEntry?] { try store.replicaEntries(for: ids) }
+    package func contents(of entries: [ReplicaEntry]) throws -> [Data?] { try entries.map { try store.contents(of: $0) } }
+    package func apply(_ objects: [IncomingObject]) throws -> [Bool] { try store.applyIncoming(objects) }
+    package func mergeVectors(_ merges: [VectorMerge]) throws { try store.mergeVectors(merges) }
+}

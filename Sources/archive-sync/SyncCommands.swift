@@ -1,0 +1,158 @@
+import ArchiveStore
+import ArchiveSync
+import ArgumentParser
+import Foundation
+
+/// The two stores of `diff` and `sync`.
+struct StorePairArguments: ParsableArguments {
+    @Argument(help: ArgumentHelp("The first store's directory.", valueName: "a"))
+    var a: String
+
+    @Argument(help: ArgumentHelp("The second store's directory.", valueName: "b"))
+    var b: String
+
+    /// Opens both stores. A directory that is not a store (an unmounted disk looks empty) is
+    /// refused unless `create`, which makes it one.
+    func open(create: Bool) throws -> (ArchiveStore, ArchiveStore) {
+        func open(_ path: String) throws -> ArchiveStore {
+            do {
+                return try ArchiveStore(directory: path, options: .init(create: false))
+            } catch ArchiveError.notAStore(let path, let reason) where create {
+                _ = reason
+                return try ArchiveStore(directory: path, options: .init(create: true))
+            } catch ArchiveError.notAStore(let path, let reason) {
+                throw ArchiveError.notAStore(
+                    path: path,
+                    reason:
+                        "\(reason); a store's marker missing can mean an unmounted disk, so nothing was synced (use --force to make it a store and sync into it)"
+                )
+            }
+        }
+        return (try open(a), try open(b))
+    }
+}
+
+struct Diff: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show what a sync of two stores would do, changing nothing.",
+        discussion: """
+            Makes both manifests current (a scan, unless a watcher keeps a store current), then
+            compares them: only what changed since the two last synced, or everything when they
+            never met. Lists each copy, delete and conflict; `--json` gives the plan as one document.
+
+            Example: archive-sync diff ./a ./b --json
+            """
+    )
+
+    @OptionGroup var stores: StorePairArguments
+    @OptionGroup var output: OutputOptions
+
+    func run() throws {
+        let (a, b) = try stores.open(create: false)
+        let report = try Sync(local: a, remote: b, options: SyncOptions(dryRun: true)).runNow()
+        if output.json { return try output.printJSON(report) }
+        printPlan(report)
+        print(report.summary)
+    }
+}
+
+struct SyncCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Make two stores equal, two-way, losing nothing either side wrote.",
+        discussion: """
+            Per object: the same contents on both sides need nothing; a version that has seen
+            the other's changes (its version vector dominates) is copied over it; two versions
+            made apart are a conflict. A conflict keeps both: the newer version stays at the id
+            on both sides and the other is saved beside it on both sides as
+            KEY.conflict-REPLICA-TIME (see `archive-sync conflicts`), unless --prefer decides.
+            Deletes travel too, but an edit beats a delete. The loser of any overwrite stays in
+            history (`archive-sync history`).
+
+            The first sync of two stores compares everything; later ones only what changed
+            since (each store keeps a checkpoint per peer). A sync killed at any moment leaves
+            every object old or new; run it again to finish. A sync that would delete more than
+            half of a side's objects, or a side that is not a store, stops unless --force.
+
+            Exit status: 0 when synced, 1 when something failed, 2 for bad usage or input.
+
+            Examples:
+              archive-sync sync ./a ./b
+              archive-sync sync ./a /mnt/backup/store --dry-run
+              archive-sync sync ./a ./b --prefer newer --json
+            """
+    )
+
+    @OptionGroup var stores: StorePairArguments
+
+    @Flag(help: "Show what would be done and change nothing (as `diff`).")
+    var dryRun = false
+
+    @Option(help: ArgumentHelp("Decide conflicts instead of keeping both versions: a, b, newer or older.", valueName: "side"))
+    var prefer: SyncPreference?
+
+    @Flag(help: "Sync even when more than half of a side's objects would be deleted, and make a directory that is not a store one.")
+    var force = false
+
+    @OptionGroup var output: OutputOptions
+
+    func run() throws {
+        let (a, b) = try stores.open(create: force)
+        let progress = ProgressLine("synced")
+        let options = SyncOptions(dryRun: dryRun, preference: prefer, force: force, progress: { progress.update($0, $1) })
+        let report = try Sync(local: a, remote: b, options: options).runNow()
+        progress.finish()
+        if output.json { return try output.printJSON(report) }
+        if dryRun { printPlan(report) }
+        for conflict in report.conflicts {
+            let kept = conflict.winner == .a ? stores.a : stores.b
+            print("conflict \(conflict.id): kept the version from \(kept)" + (conflict.copy.map { ", saved the other as \($0)" } ?? ""))
+        }
+        for skipped in report.skipped {
+            print("skipped \(skipped.id): it changed in \(skipped.side == .a ? stores.a : stores.b) during the sync; the next sync takes it")
+        }
+        print("\(dryRun ? "would sync" : "synced") \(stores.a) and \(stores.b): \(report.summary)")
+    }
+}
+
+extension SyncPreference: ExpressibleByArgument {}
+
+struct Conflicts: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the conflict copies in a store, waiting for a person.",
+        discussion: """
+            A sync that finds an object changed on both sides keeps both versions: one at the id,
+            the other beside it as KEY.conflict-REPLICA-TIME. Resolve one by putting the version
+            you want at the id and removing the copy (`archive-sync rm`); the next sync carries
+            both to the other store.
+
+            Example: archive-sync conflicts ./store --json
+            """
+    )
+
+    @OptionGroup var store: StoreArgument
+    @OptionGroup var output: OutputOptions
+
+    func run() throws {
+        let copies = try store.open().conflictCopies()
+        if output.json { return try output.printJSON(copies) }
+        if copies.isEmpty { return print("no conflicts") }
+        print(
+            table(
+                [["copy", "of", "bytes", "saved"]]
+                    + copies.map { [$0.id.description, $0.original.description, String($0.size), $0.saved.shortDescription] }))
+    }
+}
+
+/// Prints a plan, one step a line.
+private func printPlan(_ report: SyncReport) {
+    for action in report.actions ?? [] {
+        let side = action.to == .a ? "A" : "B"
+        switch action.kind {
+        case .copy: print("copy     \(action.id) to \(side)")
+        case .delete: print("delete   \(action.id) on \(side)")
+        case .conflict:
+            print("conflict \(action.id): keep the other side's, \(action.copy.map { "save \(side)'s as \($0)" } ?? "\(side)'s stays in history")")
+        }
+    }
+}
