@@ -20,10 +20,9 @@ public final class Sync: Sendable {
     /// Objects compared, read and written per step: bounds memory whatever the stores' size.
     static let pageSize = 2_000
 
-    /// A sync of two stores on this machine. Takes both stores' sync locks until the sync
-    /// is released.
-    public convenience init(local: ArchiveStore, remote: ArchiveStore, options: SyncOptions = SyncOptions()) throws {
-        try self.init(a: LocalReplica(local), b: LocalReplica(remote), options: options)
+    /// A sync of two stores on this machine.
+    public convenience init(local: ArchiveStore, remote: ArchiveStore, options: SyncOptions = SyncOptions()) {
+        self.init(a: LocalReplica(local), b: LocalReplica(remote), options: options)
     }
 
     package init(a: any SyncReplica, b: any SyncReplica, options: SyncOptions) {
@@ -40,6 +39,10 @@ public final class Sync: Sendable {
     /// ``run()``, on the calling thread.
     package func runNow() throws -> SyncReport {
         guard a.replica != b.replica else { throw SyncError.sameReplica(a.name, b.name) }
+        try a.begin()
+        defer { a.end() }
+        try b.begin()
+        defer { b.end() }
         let (scannedA, scannedB) = try inParallel({ try self.a.makeCurrent() }, { try self.b.makeCurrent() })
         let walk = try Walk(a: a, b: b)
         var report = SyncReport(a: a.name, b: b.name, dryRun: options.dryRun, incremental: walk.incremental, scannedA: scannedA, scannedB: scannedB)

@@ -1,5 +1,6 @@
 import ArchiveStore
 import Foundation
+import Synchronization
 
 /// One side of a sync as the executor sees it: a store in a directory here, or one at the
 /// far end of a pipe. Every call is one request; each returns or throws.
@@ -9,6 +10,10 @@ package protocol SyncReplica: AnyObject, Sendable {
     /// How the store is named to the user (its path, or `host:path`).
     var name: String { get }
 
+    /// Starts this side's part in a sync: takes the store's sync lock, so that no other sync
+    /// of the store runs at once. ``end()`` releases it.
+    func begin() throws
+    func end()
     /// Makes the manifest current: scans the store unless a watcher keeps it current.
     /// - Returns: true when it scanned.
     func makeCurrent() throws -> Bool
@@ -27,17 +32,23 @@ package protocol SyncReplica: AnyObject, Sendable {
     func mergeVectors(_ merges: [VectorMerge]) throws
 }
 
-/// A store in a directory on this machine, held under its sync lock for the sync's length.
+/// A store in a directory on this machine.
 package final class LocalReplica: SyncReplica {
     package let store: ArchiveStore
     package let name: String
-    private let lock: StoreLock
+    private let lock = Mutex<StoreLock?>(nil)
 
-    package init(_ store: ArchiveStore, name: String? = nil) throws {
+    package init(_ store: ArchiveStore, name: String? = nil) {
         self.store = store
         self.name = name ?? store.path
-        self.lock = try store.acquireSyncLock()
     }
+
+    package func begin() throws {
+        let held = try store.acquireSyncLock()
+        lock.withLock { $0 = held }
+    }
+
+    package func end() { lock.withLock { $0 = nil } }
 
     package var replica: ReplicaID { store.replica }
 
