@@ -1,5 +1,5 @@
 # archive-sync: the two commands the README opens with, and the benchmarks.
-#   make demo    build, then run the demo (Samples/demo.sh) on a fresh store
+#   make demo    build, then run the demos (Samples/demo.sh on a fresh store, Samples/two-dir-merge.sh)
 #   make test    build and run every test
 #   make bench   run the benchmarks (Benchmarks/README.md)
 # Each installs the Debian packages it needs, and only when they are missing.
@@ -19,6 +19,7 @@ build: deps
 
 demo: build
 	bash Samples/demo.sh "$$($(SWIFT) build -c release --show-bin-path)"
+	bash Samples/two-dir-merge.sh "$$($(SWIFT) build -c release --show-bin-path)"
 
 test: deps
 	$(SWIFT) build --build-tests

@@ -152,7 +152,8 @@ private func printPlan(_ report: SyncReport) {
         case .copy: print("copy     \(action.id) to \(side)")
         case .delete: print("delete   \(action.id) on \(side)")
         case .conflict:
-            print("conflict \(action.id): keep the other side's, \(action.copy.map { "save \(side)'s as \($0)" } ?? "\(side)'s stays in history")")
+            let winner = action.to == .a ? "B" : "A"
+            print("conflict \(action.id): keep \(winner)'s, " + (action.copy.map { "save \(side)'s as \($0)" } ?? "\(side)'s stays in history"))
         }
     }
 }

@@ -1,4 +1,5 @@
-import BenchSupport
+// Child processes, as benchmarks run and time them.
+
 import Foundation
 
 #if canImport(Glibc)
@@ -9,7 +10,7 @@ import Foundation
 
 /// Runs `executable` with `arguments` and captures what it prints (stdout and stderr). Not for
 /// timing: Foundation's `waitUntilExit` polls in 50 ms steps.
-func runCapturing(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+public func runCapturing(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
@@ -23,8 +24,9 @@ func runCapturing(_ executable: String, _ arguments: [String]) throws -> (status
 }
 
 /// Runs `executable` with `arguments`, its output sent to /dev/null, and times it from spawn
-/// to exit with `posix_spawn` and `waitpid`. Returns the exit status (128+N for signal N).
-func runTimed(_ executable: String, _ arguments: [String]) throws -> (status: Int32, seconds: Double) {
+/// to exit with `posix_spawn` and `wait4`. Returns the exit status (128+N for signal N) and
+/// the child's peak resident memory in kilobytes.
+public func runTimed(_ executable: String, _ arguments: [String]) throws -> (status: Int32, seconds: Double, maxResidentKilobytes: Int) {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
@@ -37,16 +39,17 @@ func runTimed(_ executable: String, _ arguments: [String]) throws -> (status: In
     let rc = posix_spawn(&pid, executable, &actions, nil, argv, environ)
     if rc != 0 { throw BenchError("cannot start \(executable): \(String(cString: strerror(rc)))") }
     var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 {
-        if errno != EINTR { throw BenchError("waitpid: \(String(cString: strerror(errno)))") }
+    var usage = rusage()
+    while wait4(pid, &status, 0, &usage) < 0 {
+        if errno != EINTR { throw BenchError("wait4: \(String(cString: strerror(errno)))") }
     }
     let elapsed = (ContinuousClock.now - start).seconds
     let exited = status & 0x7F == 0
-    return (exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F), elapsed)
+    return (exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F), elapsed, Int(usage.ru_maxrss))
 }
 
 /// The absolute path of `name` found on `PATH`, or nil.
-func findOnPath(_ name: String) -> String? {
+public func findOnPath(_ name: String) -> String? {
     let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
     for directory in path.split(separator: ":") {
         let candidate = "\(directory)/\(name)"

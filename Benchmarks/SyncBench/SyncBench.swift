@@ -1,0 +1,239 @@
+import ArchiveStore
+import BenchSupport
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The model: one object of exactly 512 bytes of JSON, as the issue's workload names.
+private struct Blob: Codable {
+    var n: Int
+    var pad: String
+
+    init(_ n: Int, fill: Character = "x") {
+        self.n = n
+        pad = String(repeating: fill, count: 512 - 15 - String(n).count)
+    }
+
+    static let collection = "Item"
+    static func file(_ n: Int) -> String { "item\(n).json" }
+}
+
+/// The workloads of the two-directory sync issue, each against rsync or unison in the same run.
+final class SyncBench {
+    let options: SyncBenchOptions
+    let scratch: ScratchDirectory
+    let cli: String
+    let rsync: String
+    let unison: String
+    private var lines: [String] = []
+    /// Peak resident memory of each timed sync, in kilobytes, by what it did.
+    private var memory: [(String, Int)] = []
+
+    init(_ options: SyncBenchOptions) throws {
+        self.options = options
+        scratch = try ScratchDirectory(under: options.directory, name: "run")
+        cli =
+            options.cli
+            ?? URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("archive-sync")
+            .path
+        guard access(cli, X_OK) == 0 else { throw BenchError("no archive-sync at \(cli): build it (`make bench` does) or pass --cli PATH") }
+        guard let rsync = findOnPath("rsync"), let unison = findOnPath("unison") else {
+            throw BenchError("rsync and unison are needed (apt-get install -y rsync unison; `make bench` installs them)")
+        }
+        self.rsync = rsync
+        self.unison = unison
+        // Unison keeps its archives under $UNISON: here, inside the run's directory.
+        setenv("UNISON", try scratch.sub("unison-home"), 1)
+    }
+
+    private func say(_ line: String) {
+        print(line)
+        fflush(nil)
+        if line.first?.isNumber == true { lines.append(line) }
+    }
+
+    private func timed(_ what: String, _ executable: String, _ arguments: [String]) throws -> Double {
+        let result = try runTimed(executable, arguments)
+        guard result.status == 0 else {
+            throw BenchError("\(what) failed with status \(result.status): \(executable) \(arguments.joined(separator: " "))")
+        }
+        if executable == cli { memory.append((what, result.maxResidentKilobytes)) }
+        return result.seconds
+    }
+
+    func run() throws {
+        let n = options.count
+        print(
+            "sync-bench \(options.quick ? "--quick " : "")on \(Date.now.formatted(.iso8601.year().month().day())): \(machineDescription(directory: options.directory))"
+        )
+        print("\(grouped(n)) objects of 512 bytes of JSON; \(options.runs) runs, medians; \(unisonVersion())")
+        print()
+
+        // Store A, settled: its files are older than the 2 s in which a scan re-hashes them.
+        let a = scratch.path + "/a"
+        let store = try ArchiveStore(directory: a)
+        for part in 0..<10 {
+            try store.batch { tx in
+                for i in part * n / 10..<(part + 1) * n / 10 { try tx.save(Blob(i), forKey: "item\(i)", in: Blob.collection) }
+            }
+        }
+        Thread.sleep(forTimeInterval: 2.1)
+        _ = try store.scan()
+        let source = a + "/" + Blob.collection + "/"
+
+        // 1. First sync into an empty store (durable) against rsync -a into an empty directory.
+        var ours: [Double] = []
+        var theirs: [Double] = []
+        var b = ""
+        var rsyncCopy = ""
+        for round in 0..<max(1, min(options.runs, 2)) {
+            let target = scratch.path + "/b\(round)"
+            let copy = try scratch.sub("rsync\(round)") + "/"
+            _ = try runCapturing(cli, ["init", target])
+            if round % 2 == 0 {
+                ours.append(try timed("first sync", cli, ["sync", a, target]))
+                theirs.append(try timed("rsync", rsync, ["-a", source, copy]))
+            } else {
+                theirs.append(try timed("rsync", rsync, ["-a", source, copy]))
+                ours.append(try timed("first sync", cli, ["sync", a, target]))
+            }
+            if round == 0 { (b, rsyncCopy) = (target, copy) }
+        }
+        let first = median(ours) / median(theirs)
+        if options.only.contains(1) {
+            say(
+                "1. first sync of \(grouped(n)) into an empty store (durable): \(secondsText(median(ours))), rsync -a \(secondsText(median(theirs))), ratio \(ratio(first)) (target <= 1.0x) \(verdict(first <= 1.0))"
+            )
+        }
+
+        // Unison's pair: two plain copies, and its first run to build its archives (untimed).
+        let ua = try scratch.sub("unison-a")
+        let ub = try scratch.sub("unison-b")
+        _ = try timed("rsync", rsync, ["-a", source, ua + "/"])
+        _ = try timed("rsync", rsync, ["-a", source, ub + "/"])
+        let unisonArguments = [ua, ub, "-batch", "-silent"]
+        let unisonFirst = try timed("unison", unison, unisonArguments)
+        print("   unison's first run on two equal copies (untimed for the ratios): \(secondsText(unisonFirst))")
+
+        // Settle B: its files were just written. One untimed sync re-hashes them once.
+        Thread.sleep(forTimeInterval: 2.1)
+        _ = try timed("settling sync", cli, ["sync", a, b])
+
+        // 2. No-op sync, both sides scanned, against rsync with nothing to copy and unison with nothing to do.
+        if options.only.contains(2) || options.only.contains(5) {
+            var (noop, rsyncNoop, unisonNoop) = ([Double](), [Double](), [Double]())
+            var unisonMemory: [Int] = []
+            for _ in 0..<options.runs {
+                noop.append(try timed("no-op sync", cli, ["sync", a, b]))
+                rsyncNoop.append(try timed("rsync", rsync, ["-a", source, rsyncCopy]))
+                let u = try runTimed(unison, unisonArguments)
+                guard u.status == 0 else { throw BenchError("unison failed with status \(u.status)") }
+                unisonNoop.append(u.seconds)
+                unisonMemory.append(u.maxResidentKilobytes)
+            }
+            let vsRsync = median(noop) / median(rsyncNoop)
+            let vsUnison = median(noop) / median(unisonNoop)
+            if options.only.contains(2) {
+                say(
+                    "2. no-op sync of \(grouped(n)), both scanned: \(milliseconds(median(noop))), rsync -a \(milliseconds(median(rsyncNoop))) (ratio \(ratio(vsRsync)), target <= 0.5x \(verdict(vsRsync <= 0.5))), unison \(milliseconds(median(unisonNoop))) (ratio \(ratio(vsUnison)), target <= 0.25x \(verdict(vsUnison <= 0.25)))"
+                )
+                print("   unison's peak memory: \(megabytes(kilobytes: unisonMemory.max()!))")
+            }
+        }
+
+        // 3. No-op sync of two watched stores.
+        if options.only.contains(3) {
+            let watchers = try [a, b].map { try startWatcher($0) }
+            defer {
+                for watcher in watchers {
+                    watcher.terminate()
+                    watcher.waitUntilExit()
+                }
+            }
+            try waitUntilCurrent([a, b])
+            var watched: [Double] = []
+            for _ in 0..<max(options.runs, 5) { watched.append(try timed("watched no-op sync", cli, ["sync", a, b])) }
+            say(
+                "3. no-op sync of \(grouped(n)), both watched: \(milliseconds(median(watched))) (target < 50 ms) \(verdict(median(watched) < 0.050))")
+        }
+
+        // 4. 1% changed on each side (different objects), against unison on the same changes.
+        if options.only.contains(4) {
+            let changed = max(1, n / 100)
+            var (ours, theirs) = ([Double](), [Double]())
+            for round in 0..<options.runs {
+                // Side A changes objects round*2*changed ..< +changed, side B the next `changed`.
+                let fill: Character = round % 2 == 0 ? "y" : "z"
+                for i in 0..<changed {
+                    let inA = (round * 2 * changed + i) % n
+                    let inB = (round * 2 * changed + changed + i) % n
+                    let dataA = try JSONEncoder.sorted.encode(Blob(inA, fill: fill))
+                    let dataB = try JSONEncoder.sorted.encode(Blob(inB, fill: fill))
+                    try dataA.write(to: URL(fileURLWithPath: source + Blob.file(inA)))
+                    try dataA.write(to: URL(fileURLWithPath: ua + "/" + Blob.file(inA)))
+                    try dataB.write(to: URL(fileURLWithPath: b + "/" + Blob.collection + "/" + Blob.file(inB)))
+                    try dataB.write(to: URL(fileURLWithPath: ub + "/" + Blob.file(inB)))
+                }
+                ours.append(try timed("1% sync", cli, ["sync", a, b]))
+                theirs.append(try timed("unison", unison, unisonArguments))
+            }
+            let vsUnison = median(ours) / median(theirs)
+            say(
+                "4. \(grouped(changed)) of \(grouped(n)) changed on each side: \(milliseconds(median(ours))), unison \(milliseconds(median(theirs))), ratio \(ratio(vsUnison)) (target <= 0.3x) \(verdict(vsUnison <= 0.3))"
+            )
+        }
+
+        // 5. Peak memory of every timed sync above.
+        if options.only.contains(5), let peak = memory.max(by: { $0.1 < $1.1 }) {
+            say(
+                "5. peak memory of a sync of \(grouped(n)): \(megabytes(kilobytes: peak.1)) (\(peak.0)) (target < 40 MB) \(verdict(peak.1 < 40 * 1024))"
+            )
+            let each = Dictionary(memory.map { ($0.0, $0.1) }, uniquingKeysWith: max).sorted { $0.key < $1.key }
+            print("   by run: " + each.map { "\($0.key) \(megabytes(kilobytes: $0.value))" }.joined(separator: ", "))
+        }
+
+        print()
+        print("Summary:")
+        for line in lines { print("  " + line) }
+    }
+
+    private func startWatcher(_ store: String) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: cli)
+        process.arguments = ["watch", store]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    /// Waits until `status` reports each store kept current by a watcher.
+    private func waitUntilCurrent(_ stores: [String]) throws {
+        let deadline = ContinuousClock.now + .seconds(120)
+        for store in stores {
+            while true {
+                let status = try runCapturing(cli, ["status", store, "--json"]).output
+                if status.contains("\"currentSince\"") { break }
+                if ContinuousClock.now > deadline { throw BenchError("the watcher of \(store) did not catch up in 120 s") }
+                Thread.sleep(forTimeInterval: 0.1)
+            }
+        }
+    }
+
+    private func unisonVersion() -> String {
+        (try? runCapturing(unison, ["-version"]).output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? "unison"
+    }
+}
+
+private func secondsText(_ seconds: Double) -> String { String(format: "%.2f s", seconds) }
+
+extension JSONEncoder {
+    /// Sorted keys, as the store writes.
+    fileprivate static let sorted: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }()
+}
