@@ -73,8 +73,19 @@ struct Import: ParsableCommand {
         let plan = KeyedImportPlan(sources: sources, collection: collection)
         var entries: [Entry] = []
         var changed: [KeyedImportPlan.Object] = []
+        var skipped = plan.skipped
         for object in plan.objects {
-            let encoded = try ArchiveCodec.json.encode(object.value)
+            let encoded: Data
+            do {
+                encoded = try ArchiveCodec.json.encode(object.value)
+            } catch {
+                let detail = (error as? EncodingError).map { error -> String in
+                    if case .invalidValue(_, let context) = error { return context.debugDescription }
+                    return "\(error)"
+                }
+                skipped.append(.init(file: object.files[0], reason: "it cannot be saved as JSON: \(detail ?? "\(error)")"))
+                continue
+            }
             let stored = try? store.data(for: object.id)
             let status = stored == nil ? "created" : stored == encoded ? "unchanged" : "updated"
             if status != "unchanged" { changed.append(object) }
@@ -85,14 +96,14 @@ struct Import: ParsableCommand {
                 for object in changed { try tx.save(object.value, forKey: object.id.key, in: object.id.collection) }
             }
         }
-        for skipped in plan.skipped { printError("skipped \(skipped.file): \(skipped.reason)") }
+        skipped.sort { $0.file < $1.file }
+        for file in skipped { printError("skipped \(file.file): \(file.reason)") }
         if output.json {
-            try output.printJSON(
-                Report(dryRun: dryRun, objects: entries, skipped: plan.skipped.map { SkippedFile(file: $0.file, reason: $0.reason) }))
+            try output.printJSON(Report(dryRun: dryRun, objects: entries, skipped: skipped.map { SkippedFile(file: $0.file, reason: $0.reason) }))
         } else {
-            printText(entries, skipped: plan.skipped.count)
+            printText(entries, skipped: skipped.count)
         }
-        if !plan.skipped.isEmpty { throw ExitCode(1) }
+        if !skipped.isEmpty { throw ExitCode(1) }
     }
 
     private func printText(_ entries: [Entry], skipped: Int) {

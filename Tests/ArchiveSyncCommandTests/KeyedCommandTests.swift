@@ -139,6 +139,21 @@ struct KeyedCommandTests {
         #expect(result.output.contains("as 0 objects"), "\(result)")
     }
 
+    @Test("an archive holding a value JSON cannot hold (NaN) is skipped by name; the others are imported")
+    func notRepresentableInJSON() throws {
+        let store = try TestStore()
+        defer { store.delete() }
+        let archives = try copyFixtures(store, ["MyArray.archiver"])
+        let nan = try NSKeyedArchiver.archivedData(
+            withRootObject: NSDictionary(dictionary: ["x": NSNumber(value: Double.nan)]), requiringSecureCoding: false)
+        try nan.write(to: URL(fileURLWithPath: archives + "/nan.archiver"))
+        let result = try runArchiveSync(["import", archives, "--into", store.path])
+        #expect(result.status == 1, "\(result)")
+        #expect(result.errorOutput.contains("skipped \(archives)/nan.archiver: it cannot be saved as JSON"), "\(result)")
+        #expect(result.output.contains("created  NSArray/MyArray"), "\(result)")
+        #expect(try store.history("NSArray/MyArray").count == 1)
+    }
+
     @Test("dump prints the class chain and fields; --json carries $classes")
     func dump() throws {
         let text = try runArchiveSync(["dump", keyedFixtures + "/MalePerson.archiver"])
