@@ -290,7 +290,8 @@ struct ObjectGraph {
         let children: [Int]
         var next = 0
         var values: [KeyedValue] = []
-        var hasReference = false
+        /// The vertices that cycle markers below this one point to, outside this subtree.
+        var openReferences: Set<Int> = []
         /// Values below this one so far.
         var size = 0
 
@@ -303,10 +304,15 @@ struct ObjectGraph {
     }
 
     /// Builds the value tree under `root` with an explicit stack.
+    ///
+    /// A finished subtree is kept by vertex and reused wherever the vertex appears again, so
+    /// shared objects cost one build. A subtree holding cycle markers is reused only where
+    /// every object its markers point to encloses the new place too, so each marker still
+    /// points to an enclosing object.
     mutating func tree(from root: Int, options: KeyedArchive.Options) throws(KeyedArchiveError) -> KeyedValue {
         let rootShape = try shape(root)
         if case .leaf(let value) = rootShape { return value }
-        var memo: [Int: (value: KeyedValue, size: Int)] = [:]
+        var memo: [Int: (value: KeyedValue, size: Int, openReferences: Set<Int>)] = [:]
         var onPath: Set<Int> = [root]
         var stack = [Frame(vertex: root, shape: rootShape)]
         var total = 1
@@ -319,11 +325,12 @@ struct ObjectGraph {
                 if onPath.contains(child) {
                     guard let uid = uids[child] else { throw .malformed("property list containers contain themselves") }
                     stack[top].values.append(.reference(uid: uid))
-                    stack[top].hasReference = true
+                    stack[top].openReferences.insert(child)
                     stack[top].size += 1
                     total += 1
-                } else if let known = memo[child] {
+                } else if let known = memo[child], known.openReferences.isSubset(of: onPath) {
                     stack[top].values.append(known.value)
+                    stack[top].openReferences.formUnion(known.openReferences)
                     stack[top].size += known.size
                     total += known.size
                 } else {
@@ -342,16 +349,17 @@ struct ObjectGraph {
                 if total > options.maximumValues { throw .tooLarge(limit: options.maximumValues) }
                 continue
             }
-            let frame = stack.removeLast()
+            var frame = stack.removeLast()
             onPath.remove(frame.vertex)
             let value = try assemble(frame)
             let size = frame.size + 1
-            if !frame.hasReference { memo[frame.vertex] = (value, size) }
+            frame.openReferences.remove(frame.vertex)
+            memo[frame.vertex] = (value, size, frame.openReferences)
             guard !stack.isEmpty else { return value }
             let parent = stack.count - 1
             stack[parent].values.append(value)
             stack[parent].size += size
-            stack[parent].hasReference = stack[parent].hasReference || frame.hasReference
+            stack[parent].openReferences.formUnion(frame.openReferences)
         }
         throw .malformed("empty graph")  // not reached: the loop returns when the root is done
     }

@@ -65,6 +65,22 @@ struct GraphTests {
         #expect(value["left"]?["name"] == .string("shared"))
     }
 
+    @Test("an object reached inside a cycle and again outside it: every marker points to an enclosing object")
+    func cycleReachedTwice() throws {
+        // root(2) -> p: A(3), q: B(4); A -> x: C(5); C -> back: A; B -> y: C.
+        let data = keyedArchive(
+            [
+                .string("$null"), classDescription("Node", "NSObject"), instance(1, [("p", .uid(3)), ("q", .uid(4))]),
+                instance(1, [("x", .uid(5))]), instance(1, [("y", .uid(5))]), instance(1, [("back", .uid(3))]),
+            ], root: 2)
+        let value = try KeyedArchive.decode(data)
+        #expect(value["p"]?["x"]?["back"] == .reference(uid: 3))
+        // Under B, C is not inside A, so A is written out again below C (whole, as A was
+        // built the first time), and the cycle closes at A.
+        #expect(value["q"]?["y"]?["back"]?["x"]?["back"] == .reference(uid: 3))
+        #expect(danglingReferences(value) == [])
+    }
+
     @Test("a list 300 objects long decodes whole")
     func longChainWithinLimit() throws {
         var value = try KeyedArchive.decode(keyedArchive(Self.chain(300), root: 2))
@@ -127,6 +143,20 @@ struct GraphTests {
         let started = clock.now
         #expect(throws: KeyedArchiveError.tooLarge(limit: 10_000_000)) { try KeyedArchive.decode(keyedArchive(objects, root: 2)) }
         #expect(clock.now - started < .seconds(10))
+    }
+
+    @Test("sharing that multiplies below a cycle stops at the value limit too, at once")
+    func exponentialSharingWithCycle() throws {
+        // As above, but the last level refers back to the root, so every subtree holds a cycle marker.
+        var objects: [Plist] = [.string("$null"), classDescription("Pair", "NSObject")]
+        for level in 0..<40 { objects.append(instance(1, [("a", .uid(3 + level)), ("b", .uid(3 + level))])) }
+        objects.append(instance(1, [("back", .uid(2))]))
+        let data = keyedArchive(objects, root: 2)
+        let clock = ContinuousClock()
+        let started = clock.now
+        #expect(throws: KeyedArchiveError.tooLarge(limit: 10_000_000)) { try KeyedArchive.decode(data) }
+        #expect(clock.now - started < .seconds(10))
+        #expect(throws: KeyedArchiveError.tooLarge(limit: 1_000)) { try KeyedArchive.decode(data, options: .init(maximumValues: 1_000)) }
     }
 
     @Test("a $class that is not a class dictionary is a malformed archive")
@@ -248,4 +278,25 @@ struct GraphTests {
         let top = writer.addNode(.dict(keys: keys, values: [archiver, objectsArray, topDict, version]))
         return writer.data(top: top)
     }
+}
+
+/// The cycle markers in `value` that do not point to an object enclosing them (for graphs whose
+/// cycles run through objects: a marker to a collection, which carries no UID, would be listed).
+func danglingReferences(_ value: KeyedValue) -> [Int] {
+    var dangling: [Int] = []
+    // (value, uids of the objects enclosing it); iterative, as trees may be 512 deep.
+    var work: [(KeyedValue, [Int])] = [(value, [])]
+    while let (next, path) = work.popLast() {
+        switch next {
+        case .reference(let uid): if !path.contains(uid) { dangling.append(uid) }
+        case .array(let elements): work += elements.map { ($0, path) }
+        case .dictionary(let entries): work += entries.values.map { ($0, path) }
+        case .pairs(let pairs): work += pairs.flatMap { [($0.key, path), ($0.value, path)] }
+        case .object(let object):
+            let inside = path + (object.uid.map { [$0] } ?? [])
+            work += object.fields.values.map { ($0, inside) }
+        default: break
+        }
+    }
+    return dangling
 }
