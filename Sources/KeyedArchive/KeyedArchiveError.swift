@@ -18,6 +18,7 @@ public enum KeyedArchiveError: Error, Sendable, Equatable, CustomStringConvertib
     /// (an archive whose shared references multiply when written out as a tree).
     case tooLarge(limit: Int)
 
+    /// One sentence for a user: what is wrong with the archive.
     public var description: String {
         switch self {
         case .notAPropertyList(let reason): return "not a readable property list: \(reason)"

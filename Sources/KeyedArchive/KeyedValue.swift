@@ -35,7 +35,9 @@ public enum KeyedValue: Sendable, Hashable {
 
 /// A key and its value in a dictionary with non-string keys.
 public struct KeyedPair: Sendable, Hashable {
+    /// The key: a number, a date, an object... anything but a string.
     public var key: KeyedValue
+    /// The value stored under it.
     public var value: KeyedValue
 
     /// Makes a pair.
@@ -122,6 +124,7 @@ extension KeyedValue: Encodable {
         init?(intValue: Int) { nil }
     }
 
+    /// Encodes the tree; see the extension's comment for the shape.
     public func encode(to encoder: any Encoder) throws {
         switch self {
         case .null:
