@@ -1,3 +1,4 @@
+import ArchiveStore
 import Foundation
 import Testing
 
@@ -49,6 +50,36 @@ struct KeyedCommandTests {
         #expect(try object(store, "MalePerson/MalePerson")["facialHair"] as? String == "beard")
         let listed = try store.run("ls")
         #expect(!listed.output.contains("ManModel"), "the son file must not be an object of its own: \(listed)")
+    }
+
+    @Test("imported objects load straight into Codable models through the library")
+    func loadsAsCodable() throws {
+        struct MalePerson: Codable, Equatable {
+            var name: String
+            var age: Int
+            var born: Date
+            var facialHair: String
+        }
+        struct ManModel: Codable, Equatable {
+            var name: String
+            var age: Int
+        }
+        struct PersonModel: Codable {
+            var muData: Data
+            var w_float: Float
+            var manModel: ManModel
+        }
+        let store = try TestStore()
+        defer { store.delete() }
+        let archives = try copyFixtures(
+            store, ["MalePerson.archiver", "WZX_PersonModel_person1.archiver", "WZX_PersonModel_person1_ManModel_manModel.archiver"])
+        #expect(try runArchiveSync(["import", archives, "--into", store.path]).status == 0)
+        let library = try ArchiveStore(directory: store.path, options: .init(create: false))
+        let male = try #require(try library.load(MalePerson.self, forKey: "MalePerson"))
+        #expect(male == MalePerson(name: "Jason", age: 18, born: Date(timeIntervalSince1970: 725_846_400), facialHair: "beard"))
+        let person = try #require(try library.load(PersonModel.self, forKey: "person1"))
+        #expect(person.manModel == ManModel(name: "wzx", age: 23))
+        #expect(person.muData == Data("str".utf8) && person.w_float == 1.1)
     }
 
     @Test("importing the same archives again writes nothing: all unchanged, no new versions")
