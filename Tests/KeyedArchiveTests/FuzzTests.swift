@@ -43,6 +43,9 @@ func mutate(_ bytes: [UInt8], using random: inout SeededGenerator) -> [UInt8] {
 
 @Suite("Fuzzing: mutated archives never crash or hang")
 struct FuzzTests {
+    /// `KEYED_FUZZ_SCALE=50 swift test --filter FuzzTests` runs 50 times the cases, with other seeds.
+    static let scale = max(1, Int(ProcessInfo.processInfo.environment["KEYED_FUZZ_SCALE"] ?? "") ?? 1)
+
     static var seeds: [[UInt8]] {
         var seeds = goodFixtures.compactMap { try? [UInt8](fixture($0)) }
         seeds.append([UInt8](keyedArchive(GraphTests.chain(40), root: 2)))
@@ -57,12 +60,12 @@ struct FuzzTests {
     func mutations() throws {
         let seeds = Self.seeds
         try #require(seeds.count == goodFixtures.count + 2)
-        var random = SeededGenerator(seed: 0x5EED_0007)
+        var random = SeededGenerator(seed: 0x5EED_0007 &+ UInt64(Self.scale - 1))
         var decoded = 0
         var refused = 0
         let clock = ContinuousClock()
         let started = clock.now
-        for round in 0..<6_000 {
+        for round in 0..<6_000 * Self.scale {
             let input = mutate(seeds[round % seeds.count], using: &random)
             do {
                 let value = try KeyedArchive.decode(Data(input))
@@ -74,10 +77,61 @@ struct FuzzTests {
                 refused += 1
             }
         }
-        #expect(decoded + refused == 6_000)
+        #expect(decoded + refused == 6_000 * Self.scale)
         #expect(decoded > 100, "mutations too destructive to exercise the decoder: \(decoded) decoded")
         #expect(refused > 100, "mutations too gentle to exercise the checks: \(refused) refused")
-        #expect(clock.now - started < .seconds(60))
+        #expect(clock.now - started < .seconds(60 * Self.scale))
+    }
+
+    @Test("3,000 random object graphs of known and unknown classes, right and wrong shapes: each decodes or throws")
+    func randomGraphs() throws {
+        let classNames = [
+            "NSString", "NSMutableString", "NSArray", "NSMutableSet", "NSOrderedSet", "NSDictionary", "NSData", "NSDate", "NSNull",
+            "NSUUID", "NSURL", "NSColor", "UIColor", "Person", "NSObject",
+        ]
+        let fieldNames = [
+            "NS.string", "NS.objects", "NS.keys", "NS.data", "NS.time", "NS.uuidbytes", "NS.base", "NS.relative", "NSRGB", "NS.object.0",
+            "NS.key.0", "$class", "name", "next",
+        ]
+        var random = SeededGenerator(seed: 0x6EA9_4 &+ UInt64(Self.scale - 1))
+        var decoded = 0
+        var refused = 0
+        for _ in 0..<3_000 * Self.scale {
+            let count = Int.random(in: 2...12, using: &random)
+            func reference() -> Plist { .uid(Int.random(in: 0...(count + 1), using: &random)) }  // sometimes past the end
+            func scalar() -> Plist {
+                switch Int.random(in: 0..<7, using: &random) {
+                case 0: return .int(Int64.random(in: -3...3, using: &random))
+                case 1: return .real(Double.random(in: -1e9...1e9, using: &random))
+                case 2: return .string(["$null", "x", "0.5 0.5 0.5 1", "https://a/"].randomElement(using: &random)!)
+                case 3: return .data((0..<Int.random(in: 0...17, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) })
+                case 4: return .bool(Bool.random(using: &random))
+                case 5: return .array((0..<Int.random(in: 0...3, using: &random)).map { _ in reference() })
+                default: return reference()
+                }
+            }
+            var objects: [Plist] = [.string("$null")]
+            for _ in 1..<count {
+                switch Int.random(in: 0..<4, using: &random) {
+                case 0: objects.append(scalar())
+                case 1:
+                    let chain = (0..<Int.random(in: 1...3, using: &random)).map { _ in classNames.randomElement(using: &random)! }
+                    objects.append(.dict([("$classes", .array(chain.map { .string($0) })), ("$classname", .string(chain[0]))]))
+                default:
+                    let fields = (0..<Int.random(in: 0...4, using: &random)).map { _ in (fieldNames.randomElement(using: &random)!, scalar()) }
+                    objects.append(.dict([("$class", reference())] + fields))
+                }
+            }
+            do {
+                let value = try KeyedArchive.decode(keyedArchive(objects, root: Int.random(in: 0..<count, using: &random)))
+                _ = try? KeyedArchiveDecoder().decode(AnyDecodable.self, from: value)
+                decoded += 1
+            } catch {
+                #expect(!error.description.isEmpty)
+                refused += 1
+            }
+        }
+        #expect(decoded > 100 && refused > 100, "decoded \(decoded), refused \(refused)")
     }
 
     @Test("every truncation of every fixture throws, never traps")
