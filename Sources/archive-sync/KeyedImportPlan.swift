@@ -139,7 +139,8 @@ struct KeyedImportPlan {
     }
 
     /// The files to read: each file named, and the archive files under each directory named
-    /// (recursively, in name order, hidden entries and symlinks skipped).
+    /// (recursively, in name order, hidden entries skipped, symlinked directories not entered,
+    /// symlinks to files followed).
     static func files(in sources: [String], skipped: inout [Skipped]) -> [String] {
         let fileManager = FileManager.default
         var result: [String] = []
@@ -154,18 +155,36 @@ struct KeyedImportPlan {
                 continue
             }
             let root = URL(fileURLWithPath: source)
+            let unreadable = UnreadableDirectories()
             guard
                 let walker = fileManager.enumerator(
-                    at: root, includingPropertiesForKeys: [.isRegularFileKey, .isSymbolicLinkKey], options: [.skipsHiddenFiles])
+                    at: root, includingPropertiesForKeys: [.isRegularFileKey, .isSymbolicLinkKey, .isDirectoryKey], options: [.skipsHiddenFiles],
+                    errorHandler: { url, error in
+                        unreadable.add(Skipped(file: url.path, reason: reason(error)))
+                        return true
+                    })
             else {
                 skipped.append(Skipped(file: source, reason: "the directory cannot be read"))
                 continue
             }
+            defer { skipped += unreadable.all }
             var found: [String] = []
             for case let url as URL in walker where archiveExtensions.contains(url.pathExtension.lowercased()) {
-                let values = try? url.resourceValues(forKeys: [.isRegularFileKey, .isSymbolicLinkKey])
-                if values?.isRegularFile == true, values?.isSymbolicLink != true {
-                    found.append(source.hasSuffix("/") ? source + relative(url, to: root) : source + "/" + relative(url, to: root))
+                let path = source.hasSuffix("/") ? source + relative(url, to: root) : source + "/" + relative(url, to: root)
+                let values = try? url.resourceValues(forKeys: [.isRegularFileKey, .isSymbolicLinkKey, .isDirectoryKey])
+                if values?.isDirectory == true, values?.isSymbolicLink != true { continue }  // walked into, not a file
+                if values?.isSymbolicLink == true {
+                    // A link to an archive is read (reading cannot harm the target); anything else is reported.
+                    var targetIsDirectory: ObjCBool = false
+                    if fileManager.fileExists(atPath: url.path, isDirectory: &targetIsDirectory), !targetIsDirectory.boolValue {
+                        found.append(path)
+                    } else {
+                        skipped.append(Skipped(file: path, reason: "a symbolic link to a directory or to nothing"))
+                    }
+                } else if values?.isRegularFile == true {
+                    found.append(path)
+                } else {
+                    skipped.append(Skipped(file: path, reason: "not a regular file"))
                 }
             }
             result += found.sorted()
@@ -174,11 +193,24 @@ struct KeyedImportPlan {
         return result.filter { unique.insert(URL(fileURLWithPath: $0).standardizedFileURL.path).inserted }
     }
 
+    /// `url`'s path below `root`, as the directory walk found it (symlinks not resolved).
     private static func relative(_ url: URL, to root: URL) -> String {
-        let base = root.standardizedFileURL.resolvingSymlinksInPath().pathComponents
-        let full = url.standardizedFileURL.resolvingSymlinksInPath().pathComponents
-        guard full.starts(with: base) else { return url.lastPathComponent }
-        return full.dropFirst(base.count).joined(separator: "/")
+        let base = root.standardizedFileURL.pathComponents
+        let full = url.standardizedFileURL.pathComponents
+        if full.starts(with: base) { return full.dropFirst(base.count).joined(separator: "/") }
+        let resolvedBase = root.standardizedFileURL.resolvingSymlinksInPath().pathComponents
+        let parent = url.deletingLastPathComponent().standardizedFileURL.resolvingSymlinksInPath().pathComponents + [url.lastPathComponent]
+        guard parent.starts(with: resolvedBase) else { return url.lastPathComponent }
+        return parent.dropFirst(resolvedBase.count).joined(separator: "/")
+    }
+
+    /// What the directory walk could not enter, collected by its error handler.
+    private final class UnreadableDirectories: @unchecked Sendable {
+        private let lock = NSLock()
+        private var found: [Skipped] = []
+
+        func add(_ skipped: Skipped) { lock.withLock { found.append(skipped) } }
+        var all: [Skipped] { lock.withLock { found } }
     }
 
     static func reason(_ error: any Error) -> String {

@@ -185,6 +185,24 @@ struct KeyedCommandTests {
         #expect(try store.history("NSArray/MyArray").count == 1)
     }
 
+    @Test("in a directory, a symlink to an archive is read; a dangling one is reported; a directory named .plist is walked")
+    func symlinks() throws {
+        let store = try TestStore()
+        defer { store.delete() }
+        let archives = try copyFixtures(store, ["MyArray.archiver"])
+        let fileManager = FileManager.default
+        try fileManager.createSymbolicLink(atPath: archives + "/Male.archiver", withDestinationPath: keyedFixtures + "/MalePerson.archiver")
+        try fileManager.createSymbolicLink(atPath: archives + "/gone.archiver", withDestinationPath: store.directory + "/nothing-here")
+        try fileManager.createDirectory(atPath: archives + "/inner.plist", withIntermediateDirectories: false)
+        try fileManager.copyItem(atPath: keyedFixtures + "/HDFArchiveModel.archiver", toPath: archives + "/inner.plist/HDF.archiver")
+        let result = try runArchiveSync(["import", archives, "--into", store.path])
+        #expect(result.status == 1, "\(result)")
+        #expect(result.output.contains("created  MalePerson/Male "), "\(result)")
+        #expect(result.output.contains("created  HDFArchiveModel/HDF "), "\(result)")
+        #expect(result.errorOutput.contains("skipped \(archives)/gone.archiver: a symbolic link"), "\(result)")
+        #expect(lines(result.errorOutput).count == 1, "\(result)")
+    }
+
     @Test("dump prints the class chain and fields; --json carries $classes")
     func dump() throws {
         let text = try runArchiveSync(["dump", keyedFixtures + "/MalePerson.archiver"])
