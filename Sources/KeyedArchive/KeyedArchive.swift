@@ -20,8 +20,10 @@ public enum KeyedArchive {
     /// Limits that keep a hostile archive from exhausting the stack or memory.
     public struct Options: Sendable {
         /// The deepest nesting of objects and collections accepted; deeper graphs throw
-        /// ``KeyedArchiveError/tooDeep(limit:)``. The default, 512, is far beyond real models
-        /// and shallow enough for any code that walks the tree recursively.
+        /// ``KeyedArchiveError/tooDeep(limit:)``. The default, 500, is far beyond real models,
+        /// shallow enough for code that walks the tree recursively, and keeps every tree
+        /// (with a cycle marker at the bottom) within the 512 levels of nesting that
+        /// Foundation's `JSONEncoder` accepts, so a decoded archive can always be saved as JSON.
         public var maximumDepth: Int
         /// The most values the tree may hold, counting a shared object once per place it
         /// appears; beyond it, ``KeyedArchiveError/tooLarge(limit:)``. Guards against small
@@ -29,7 +31,7 @@ public enum KeyedArchive {
         public var maximumValues: Int
 
         /// Makes options; the defaults suit any archive an app wrote.
-        public init(maximumDepth: Int = 512, maximumValues: Int = 10_000_000) {
+        public init(maximumDepth: Int = 500, maximumValues: Int = 10_000_000) {
             self.maximumDepth = maximumDepth
             self.maximumValues = maximumValues
         }
