@@ -30,6 +30,8 @@ test: deps
 # watch-bench (the watcher) runs after archive-bench and uses the archive-sync built beside it.
 # WATCH_BENCH_ARGS: e.g. --only 2; by default --quick when BENCH_ARGS has it.
 WATCH_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
+# keyed-bench (the NSKeyedArchiver reader against NSKeyedUnarchiver) runs last. KEYED_BENCH_ARGS: e.g. --quick.
+KEYED_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 bench: deps
 	@bash .ci/apt-install $(APT_PACKAGES) $(BENCH_PACKAGES)
 	$(SWIFT) build -c release $(BENCH_BUILD) --product archive-sync
@@ -37,6 +39,8 @@ bench: deps
 	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/archive-bench" $(BENCH_ARGS)
 	$(SWIFT) build -c release $(BENCH_BUILD) --product watch-bench
 	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/watch-bench" $(WATCH_BENCH_ARGS)
+	$(SWIFT) build -c release $(BENCH_BUILD) --product keyed-bench
+	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/keyed-bench" $(KEYED_BENCH_ARGS)
 
 format:
 	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Samples Benchmarks
