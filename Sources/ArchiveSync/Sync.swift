@@ -43,7 +43,12 @@ public final class Sync: Sendable {
         defer { a.end() }
         try b.begin()
         defer { b.end() }
-        let (scannedA, scannedB) = try inParallel({ try self.a.makeCurrent() }, { try self.b.makeCurrent() })
+        // Two stores here scan one after the other: each scan already uses every core, and
+        // one at a time keeps the peak memory of one. A far store scans while this one does.
+        let (scannedA, scannedB) =
+            a is LocalReplica && b is LocalReplica
+            ? (try a.makeCurrent(), try b.makeCurrent())
+            : try inParallel({ try self.a.makeCurrent() }, { try self.b.makeCurrent() })
         let walk = try Walk(a: a, b: b)
         var report = SyncReport(a: a.name, b: b.name, dryRun: options.dryRun, incremental: walk.incremental, scannedA: scannedA, scannedB: scannedB)
 
