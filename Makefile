@@ -6,7 +6,7 @@
 
 SWIFT ?= swift
 APT_PACKAGES = libsqlite3-dev libinotifytools0-dev
-BENCH_PACKAGES = rsync
+BENCH_PACKAGES = rsync unison
 
 .PHONY: deps demo test bench build format
 
@@ -32,6 +32,8 @@ test: deps
 WATCH_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 # keyed-bench (the NSKeyedArchiver reader against NSKeyedUnarchiver) runs last. KEYED_BENCH_ARGS: e.g. --quick.
 KEYED_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
+# sync-bench (two-directory sync against rsync and unison). SYNC_BENCH_ARGS: e.g. --only 3.
+SYNC_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 bench: deps
 	@bash .ci/apt-install $(APT_PACKAGES) $(BENCH_PACKAGES)
 	$(SWIFT) build -c release $(BENCH_BUILD) --product archive-sync
@@ -41,6 +43,8 @@ bench: deps
 	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/watch-bench" $(WATCH_BENCH_ARGS)
 	$(SWIFT) build -c release $(BENCH_BUILD) --product keyed-bench
 	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/keyed-bench" $(KEYED_BENCH_ARGS)
+	$(SWIFT) build -c release $(BENCH_BUILD) --product sync-bench
+	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/sync-bench" $(SYNC_BENCH_ARGS)
 
 format:
 	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Samples Benchmarks
