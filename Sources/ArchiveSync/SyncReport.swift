@@ -95,7 +95,7 @@ public struct SyncReport: Sendable, Codable, Equatable {
 public enum SyncError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The sync would delete more than half of a side's objects (run again with --force).
     case tooManyDeletes(store: String, deletes: Int, objects: Int)
-    /// Both stores have one replica id: one is a file copy of the other.
+    /// Both stores have one replica id: they are one store, or one is a file copy of the other.
     case sameReplica(String, String)
     /// The other side broke the protocol or failed.
     case remote(String)
@@ -107,7 +107,7 @@ public enum SyncError: Error, Sendable, Equatable, CustomStringConvertible {
                 "the sync would delete \(deletes) of the \(objects) objects in \(store), more than half; if that is what you want, run it again with --force"
         case .sameReplica(let a, let b):
             return
-                "\(a) and \(b) have the same replica id: one is a file copy of the other, not a store of its own; make copies with `archive-sync init NEW` and `archive-sync sync \(a) NEW` instead of copying files"
+                "\(a) and \(b) have the same replica id: they are one store, or one is a file copy of the other (cp, rsync) and not a replica of its own; make a replica with `archive-sync init NEW` and `archive-sync sync \(a) NEW` instead of copying files"
         case .remote(let message):
             return message
         }

@@ -36,9 +36,7 @@ struct Diff: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show what a sync of two stores would do, changing nothing.",
         discussion: """
-            Makes both manifests current (a scan, unless a watcher keeps a store current), then
-            compares them: only what changed since the two last synced, or everything when they
-            never met. Lists each copy, delete and conflict; `--json` gives the plan as one document.
+            Makes both manifests current (a scan, unless a watcher keeps a store current), then compares them: only what changed since the two last synced, or everything when they never met. Lists each copy, delete and conflict; `--json` gives the plan as one document.
 
             Example: archive-sync diff ./a ./b --json
             """
@@ -61,18 +59,9 @@ struct SyncCommand: ParsableCommand {
         commandName: "sync",
         abstract: "Make two stores equal, two-way, losing nothing either side wrote.",
         discussion: """
-            Per object: the same contents on both sides need nothing; a version that has seen
-            the other's changes (its version vector dominates) is copied over it; two versions
-            made apart are a conflict. A conflict keeps both: the newer version stays at the id
-            on both sides and the other is saved beside it on both sides as
-            KEY.conflict-REPLICA-TIME (see `archive-sync conflicts`), unless --prefer decides.
-            Deletes travel too, but an edit beats a delete. The loser of any overwrite stays in
-            history (`archive-sync history`).
+            Per object: the same contents on both sides need nothing; a version that has seen the other's changes (its version vector dominates) is copied over it; two versions made apart are a conflict. A conflict keeps both: the newer version stays at the id on both sides and the other is saved beside it on both sides as KEY.conflict-REPLICA-TIME (see `archive-sync conflicts`), unless --prefer decides. Deletes travel too, but an edit beats a delete. The loser of any overwrite stays in history (`archive-sync history`).
 
-            The first sync of two stores compares everything; later ones only what changed
-            since (each store keeps a checkpoint per peer). A sync killed at any moment leaves
-            every object old or new; run it again to finish. A sync that would delete more than
-            half of a side's objects, or a side that is not a store, stops unless --force.
+            The first sync of two stores compares everything; later ones only what changed since (each store keeps a checkpoint per peer). A sync killed at any moment leaves every object old or new; run it again to finish. A sync that would delete more than half of a side's objects, or a side that is not a store, stops unless --force.
 
             Exit status: 0 when synced, 1 when something failed, 2 for bad usage or input.
 
@@ -121,10 +110,7 @@ struct Conflicts: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List the conflict copies in a store, waiting for a person.",
         discussion: """
-            A sync that finds an object changed on both sides keeps both versions: one at the id,
-            the other beside it as KEY.conflict-REPLICA-TIME. Resolve one by putting the version
-            you want at the id and removing the copy (`archive-sync rm`); the next sync carries
-            both to the other store.
+            A sync that finds an object changed on both sides keeps both versions: one at the id, the other beside it as KEY.conflict-REPLICA-TIME. Resolve one by putting the version you want at the id and removing the copy (`archive-sync rm`); the next sync carries both to the other store.
 
             Example: archive-sync conflicts ./store --json
             """
