@@ -32,8 +32,13 @@ public final class Sync: Sendable {
     }
 
     /// Runs the sync (or, with ``SyncOptions/dryRun``, plans it) and reports what it did.
+    ///
+    /// The work is file and pipe I/O that blocks: it runs on a thread of its own, not on the
+    /// caller's executor, so a long sync never holds one of Swift's few cooperative threads.
     public func run() async throws -> SyncReport {
-        try runNow()
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try self.runNow() }) }.start()
+        }
     }
 
     /// ``run()``, on the calling thread.
