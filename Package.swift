@@ -111,7 +111,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ArchiveCacheTests",
-            dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch"]
+            dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch", "archive-sync"]
         ),
         .testTarget(
             name: "KeyedArchiveTests",
