@@ -1,50 +1,47 @@
-/// Entries in least-recently-used order, limited by count and by total cost.
+/// Entries in least-recently-used order, with their costs.
 ///
 /// A doubly linked list threaded through an array by index (no object per entry, no
 /// reference counting on the hit path), and a dictionary from key to slot. Not thread-safe:
 /// ``ModelCache`` keeps it behind its mutex.
+@usableFromInline
 struct MemoryLRU<Entry> {
-    private struct Node {
-        var key: String
-        var entry: Entry?
-        var cost: Int
+    @usableFromInline
+    struct Node {
+        @usableFromInline var key: String
+        @usableFromInline var entry: Entry?
+        @usableFromInline var cost: Int
         /// Read or stored since access times were last written to the manifest.
-        var dirty: Bool
-        var accessed: Int64
-        var previous: Int
-        var next: Int
+        @usableFromInline var dirty: Bool
+        @usableFromInline var accessed: Int64
+        @usableFromInline var previous: Int
+        @usableFromInline var next: Int
     }
 
-    private var nodes: [Node] = []
-    private var freeSlots: [Int] = []
-    private var slots: [String: Int] = [:]
+    @usableFromInline var nodes: [Node] = []
+    @usableFromInline var freeSlots: [Int] = []
+    @usableFromInline var slots: [String: Int] = [:]
     /// Most recently used.
-    private var head = -1
+    @usableFromInline var head = -1
     /// Least recently used.
-    private var tail = -1
+    @usableFromInline var tail = -1
 
-    let countLimit: Int
-    let costLimit: Int
-    private(set) var totalCost = 0
+    @usableFromInline var totalCost = 0
 
-    init(countLimit: Int, costLimit: Int) {
-        self.countLimit = max(countLimit, 0)
-        self.costLimit = max(costLimit, 0)
-    }
+    @usableFromInline init() {}
 
     var count: Int { slots.count }
 
     /// The slot of `key`, without changing the order.
-    func slot(of key: String) -> Int? { slots[key] }
+    @inlinable func slot(of key: String) -> Int? { slots[key] }
 
-    func entry(at slot: Int) -> Entry { nodes[slot].entry! }
+    @inlinable func entry(at slot: Int) -> Entry { nodes[slot].entry! }
 
-    mutating func update(at slot: Int, _ body: (inout Entry) -> Void) {
+    @inlinable mutating func update(at slot: Int, _ body: (inout Entry) -> Void) {
         body(&nodes[slot].entry!)
     }
 
     /// Marks the entry at `slot` used at `time`: it becomes the most recently used.
-    mutating func touch(_ slot: Int, at time: Int64) {
+    @inlinable mutating func touch(_ slot: Int, at time: Int64) {
         nodes[slot].accessed = time
         nodes[slot].dirty = true
         guard slot != head else { return }
@@ -52,11 +49,11 @@ struct MemoryLRU<Entry> {
         pushFront(slot)
     }
 
-    /// Inserts or replaces `key` as the most recently used, then evicts least recently used
-    /// entries (never this one) until both limits hold.
-    /// - Returns: the keys evicted, with when each was last used if that is not yet recorded.
-    mutating func insert(_ key: String, _ entry: Entry, cost: Int, at time: Int64) -> [(key: String, unrecordedAccess: Int64?)] {
-        remove(key)
+    /// Inserts or replaces `key` as the most recently used. The owner enforces the limits
+    /// (with ``evictLeastRecentlyUsed(sparing:)``), since they may span several lists.
+    /// - Returns: how the count and the total cost changed.
+    mutating func insert(_ key: String, _ entry: Entry, cost: Int, at time: Int64) -> (count: Int, cost: Int) {
+        let replaced = remove(key)
         let node = Node(key: key, entry: entry, cost: cost, dirty: true, accessed: time, previous: -1, next: -1)
         let slot: Int
         if let free = freeSlots.popLast() {
@@ -69,29 +66,38 @@ struct MemoryLRU<Entry> {
         slots[key] = slot
         totalCost += cost
         pushFront(slot)
-        var evicted: [(key: String, unrecordedAccess: Int64?)] = []
-        while (slots.count > countLimit || totalCost > costLimit), tail != -1, tail != slot {
-            let victim = nodes[tail]
-            evicted.append((victim.key, victim.dirty ? victim.accessed : nil))
-            remove(victim.key)
-        }
-        if slots.count > countLimit || cost > costLimit {
-            // Alone it breaks a limit (a count limit of zero, or a cost above the limit): not kept.
-            evicted.append((key, time))
-            remove(key)
-        }
-        return evicted
+        return (replaced == nil ? 1 : 0, cost - (replaced ?? 0))
     }
 
-    /// Removes `key`; returns true when it was there.
+    /// When the least recently used entry other than `spared` was last used; nil when there is none.
+    func oldestUse(sparing spared: String) -> Int64? {
+        var slot = tail
+        if slot != -1, nodes[slot].key == spared { slot = nodes[slot].previous }
+        return slot == -1 ? nil : nodes[slot].accessed
+    }
+
+    /// Removes the least recently used entry other than `spared`.
+    /// - Returns: its key, its cost, and when it was last used if that is not yet recorded;
+    ///   nil when there is no other entry.
+    mutating func evictLeastRecentlyUsed(sparing spared: String) -> (key: String, cost: Int, unrecordedAccess: Int64?)? {
+        var slot = tail
+        if slot != -1, nodes[slot].key == spared { slot = nodes[slot].previous }
+        guard slot != -1 else { return nil }
+        let victim = nodes[slot]
+        remove(victim.key)
+        return (victim.key, victim.cost, victim.dirty ? victim.accessed : nil)
+    }
+
+    /// Removes `key`; returns its cost when it was there.
     @discardableResult
-    mutating func remove(_ key: String) -> Bool {
-        guard let slot = slots.removeValue(forKey: key) else { return false }
+    mutating func remove(_ key: String) -> Int? {
+        guard let slot = slots.removeValue(forKey: key) else { return nil }
         unlink(slot)
-        totalCost -= nodes[slot].cost
+        let cost = nodes[slot].cost
+        totalCost -= cost
         nodes[slot].entry = nil
         freeSlots.append(slot)
-        return true
+        return cost
     }
 
     mutating func removeAll() {
@@ -127,7 +133,7 @@ struct MemoryLRU<Entry> {
         return keys
     }
 
-    private mutating func unlink(_ slot: Int) {
+    @inlinable mutating func unlink(_ slot: Int) {
         let previous = nodes[slot].previous
         let next = nodes[slot].next
         if previous != -1 { nodes[previous].next = next } else if head == slot { head = next }
@@ -136,7 +142,7 @@ struct MemoryLRU<Entry> {
         nodes[slot].next = -1
     }
 
-    private mutating func pushFront(_ slot: Int) {
+    @inlinable mutating func pushFront(_ slot: Int) {
         nodes[slot].previous = -1
         nodes[slot].next = head
         if head != -1 { nodes[head].previous = slot }

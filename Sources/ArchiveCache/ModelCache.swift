@@ -76,16 +76,44 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     /// The disk limit enforced on each write, if any.
     public let diskLimit: DiskLimit?
 
-    private struct Entry {
-        var value: Value
-        /// The file read, and its stamp before the read; nil stamp: read again before trusting.
-        var file: String
-        var stamp: ObjectFileStamp?
+    @usableFromInline
+    struct Entry: Sendable {
+        @usableFromInline var value: Value
+        /// The file read (relative to the store), and its stamp before the read; nil stamp: read
+        /// again before trusting.
+        @usableFromInline var path: String
+        @usableFromInline var stamp: ObjectFileStamp?
         /// The stamp was taken within ``racyWindow`` of the file's modification.
-        var racy: Bool
-        var expires: Int64?
+        @usableFromInline var racy: Bool
+        @usableFromInline var expires: Int64?
         /// The follow generation (odd: a watcher follows) in which the entry was last known current.
-        var current: Int
+        @usableFromInline var current: Int
+
+        @usableFromInline
+        init(value: Value, path: String, stamp: ObjectFileStamp?, racy: Bool, expires: Int64?, current: Int) {
+            self.value = value
+            self.path = path
+            self.stamp = stamp
+            self.racy = racy
+            self.expires = expires
+            self.current = current
+        }
+    }
+
+    /// One part of memory: its own lock and its own LRU order (the limits are the cache's).
+    @usableFromInline
+    final class Shard: Sendable {
+        @usableFromInline let state: Mutex<ShardState>
+
+        init() {
+            state = Mutex(ShardState(memory: MemoryLRU()))
+        }
+    }
+
+    @usableFromInline
+    struct ShardState {
+        @usableFromInline var memory: MemoryLRU<Entry>
+        @usableFromInline var hits = 0
     }
 
     /// Bookkeeping for a key while a load or a save of it is in flight.
@@ -96,35 +124,61 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         var latestVersion = 0
     }
 
+    /// A load in flight, and the readers waiting for its outcome.
     private struct Inflight {
         let id: Int
-        let task: Task<Value?, any Error>
         let fetches: Bool
+        var waiters: [CheckedContinuation<Value??, any Error>] = []
+    }
+
+    private struct KnownExpiry {
+        var stamp: ObjectFileStamp
+        var expires: Int64?
     }
 
     private struct State {
-        var memory: MemoryLRU<Entry>
         var pending: [String: Pending] = [:]
         var inflight: [String: Inflight] = [:]
         var nextInflight = 0
         /// Evicted keys whose last use is not yet in the manifest.
         var unrecordedAccesses: [(key: String, time: Int64)] = []
         var statistics = ModelCacheStatistics()
+        /// What all shards hold: kept here, under this lock, by every insertion and removal.
+        var count = 0
+        var cost = 0
     }
 
-    private enum Lookup {
+    @usableFromInline
+    enum Lookup {
         case hit(Value)
-        case check(file: String, stamp: ObjectFileStamp)
+        case check(path: String, stamp: ObjectFileStamp)
         case miss
     }
 
-    private let state: Mutex<State>
+    /// Memory, split by key hash from ``shardingThreshold`` entries (so that threads reading
+    /// different keys rarely wait for each other), each shard with its own lock and LRU list.
+    /// The limits hold for the total. Below the threshold one list keeps the exact order; above
+    /// it, the entry evicted is the one last used longest ago by the coarse clock (ties within
+    /// one tick, about 4 ms, go either way).
+    @usableFromInline let shards: [Shard]
+    private let state = Mutex(State())
     private let observer = Mutex<Int?>(nil)
     private let tablePrepared = Atomic<Bool>(false)
+    /// The expiries the manifest gave for files as they were (see ``expiry(of:stamp:)``).
+    private let knownExpiries = Mutex<[String: KnownExpiry]>([:])
+    private let memoryCountLimit: Int
+    private let memoryCostLimit: Int
+    /// Made with the table (``ensureTable()``).
+    private let reader = Mutex<CacheMetadataReader?>(nil)
+    /// `collection`'s directory name in the store, with a trailing `/`.
+    private let directory: String
 
     /// Files modified less than this long before they were read may hide a rewrite behind an
     /// unchanged stamp (the store's scan uses the same window).
     static var racyWindow: Int64 { 2_000_000_000 }
+    /// A count limit from which memory is split into ``shardCount`` shards.
+    static var shardingThreshold: Int { 256 }
+    static var shardCount: Int { 16 }
 
     /// Makes a cache of `Value`s stored in `collection` (default: the type's name).
     ///
@@ -139,7 +193,10 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         self.store = store
         self.collection = collection ?? ArchiveStore.collectionName(of: Value.self)
         self.diskLimit = diskLimit
-        state = Mutex(State(memory: MemoryLRU(countLimit: countLimit, costLimit: costLimit)))
+        memoryCountLimit = max(countLimit, 0)
+        memoryCostLimit = max(costLimit, 0)
+        directory = store.directoryName(ofCollection: self.collection) + "/"
+        shards = (0..<(countLimit >= Self.shardingThreshold ? Self.shardCount : 1)).map { _ in Shard() }
         let collectionName = self.collection
         let token = store.observeChanges { [weak self] changes in
             self?.invalidate(changes.filter { $0.id.collection == collectionName })
@@ -157,6 +214,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     ///
     /// An expired object reads as nil and is removed from disk. A file that is not a `Value`
     /// (another shape, corrupt bytes) throws the store's `ArchiveError` and is left as it is.
+    @inlinable
     public func value(forKey key: String) async throws -> Value? {
         if let value = try cachedValue(forKey: key) { return value }
         return try await load(key, fetch: nil, expiresAfter: nil)
@@ -164,7 +222,8 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
 
     /// The model stored as `key`; when there is none, the result of `fetch`, which is saved
     /// (with `expiresAfter`, if given) before it is returned. Concurrent callers for one key
-    /// share one disk read, and one call of `fetch`.
+    /// share one disk read, and one call of `fetch` (and its outcome: its error too).
+    @inlinable
     public func value(
         forKey key: String, expiresAfter: Duration? = nil, fetch: @escaping @Sendable () async throws -> Value
     ) async throws -> Value {
@@ -176,86 +235,130 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
 
     /// The model in memory for `key` if it is current (see the type's notes on freshness),
     /// without reading the file; nil when memory has no current model.
+    @inlinable
     public func cachedValue(forKey key: String) throws -> Value? {
-        let now = Self.now()
-        let generation = store.followGeneration
-        let lookup = state.withLock { state -> Lookup in
+        let now = ModelCacheClock.now()
+        let generation = followGeneration()
+        let shard = shards.count == 1 ? shards[0] : shards[Self.shardIndex(key, shards.count)]
+        let lookup = shard.state.withLock { state -> Lookup in
             guard let slot = state.memory.slot(of: key) else { return .miss }
-            let entry = state.memory.entry(at: slot)
-            if let expires = entry.expires, expires <= now { return .miss }
-            if generation & 1 == 1, entry.current == generation {
+            if let expires = state.memory.nodes[slot].entry.unsafelyUnwrapped.expires, expires <= now { return .miss }
+            if generation & 1 == 1, state.memory.nodes[slot].entry.unsafelyUnwrapped.current == generation {
                 state.memory.touch(slot, at: now)
-                state.statistics.hits += 1
-                return .hit(entry.value)
+                state.hits += 1
+                return .hit(state.memory.nodes[slot].entry.unsafelyUnwrapped.value)
             }
+            let entry = state.memory.nodes[slot].entry.unsafelyUnwrapped
             guard let stamp = entry.stamp, !entry.racy else { return .miss }
-            return .check(file: entry.file, stamp: stamp)
+            return .check(path: entry.path, stamp: stamp)
         }
         switch lookup {
         case .hit(let value): return value
         case .miss: return nil
-        case .check(let file, let stamp):
-            let id = try ObjectID(collection: collection, key: key)
-            guard store.fileStamp(of: id, file: file) == stamp else { return nil }
-            return state.withLock { state -> Value? in
-                guard let slot = state.memory.slot(of: key), state.memory.entry(at: slot).stamp == stamp else { return nil }
-                state.memory.update(at: slot) { $0.current = generation }
-                state.memory.touch(slot, at: now)
-                state.statistics.hits += 1
-                return state.memory.entry(at: slot).value
-            }
+        case .check(let path, let stamp): return validate(key, in: shard, path: path, stamp: stamp, generation: generation, now: now)
         }
     }
 
-    /// Loads `key` from disk (or fetches it), sharing the work with concurrent callers.
-    /// Returns nil when it is absent and there is no fetch, or when a fetch-less load that this
-    /// call joined found nothing (the caller with a fetch then tries again).
-    private func load(_ key: String, fetch: (@Sendable () async throws -> Value)?, expiresAfter: Duration?) async throws -> Value? {
+    @usableFromInline
+    func followGeneration() -> Int { store.followGeneration }
+
+    /// The entry's value if its file still has `stamp` (one `fstatat`).
+    @usableFromInline
+    func validate(_ key: String, in shard: Shard, path: String, stamp: ObjectFileStamp, generation: Int, now: Int64) -> Value? {
+        guard store.fileStamp(atPath: path) == stamp else { return nil }
+        return shard.state.withLock { state -> Value? in
+            guard let slot = state.memory.slot(of: key), state.memory.entry(at: slot).stamp == stamp else { return nil }
+            state.memory.update(at: slot) { $0.current = generation }
+            state.memory.touch(slot, at: now)
+            state.hits += 1
+            return state.memory.entry(at: slot).value
+        }
+    }
+
+    private func shard(for key: String) -> Shard {
+        shards.count == 1 ? shards[0] : shards[Self.shardIndex(key, shards.count)]
+    }
+
+    /// FNV-1a of the key's UTF-8 bytes, masked to a shard (`count` is a power of two).
+    @inlinable
+    static func shardIndex(_ key: String, _ count: Int) -> Int {
+        var hash: UInt32 = 2_166_136_261
+        for byte in key.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        return Int(hash) & (count - 1)
+    }
+
+    /// Loads `key` from disk (or fetches it), sharing the work with concurrent callers: the
+    /// first does it, the others wait for its outcome. Returns nil when it is absent and there
+    /// is no fetch, or when the load this call joined had no fetch and found nothing (a caller
+    /// with a fetch then tries again).
+    @usableFromInline
+    func load(_ key: String, fetch: (@Sendable () async throws -> Value)?, expiresAfter: Duration?) async throws -> Value? {
         let id = try ObjectID(collection: collection, key: key)
-        let inflight = state.withLock { state -> Inflight in
-            state.statistics.misses += 1
-            if let running = state.inflight[key], running.fetches || fetch == nil { return running }
-            let number = state.nextInflight
-            state.nextInflight += 1
-            let task = Task { try await self.loadOrFetch(id, fetch: fetch, expiresAfter: expiresAfter, inflight: number) }
-            let inflight = Inflight(id: number, task: task, fetches: fetch != nil)
-            state.inflight[key] = inflight
-            return inflight
+        while true {
+            let role = state.withLock { state -> LoadRole in
+                state.statistics.misses += 1
+                if let running = state.inflight[key], running.fetches || fetch == nil { return .follower(running.id) }
+                let number = state.nextInflight
+                state.nextInflight += 1
+                state.inflight[key] = Inflight(id: number, fetches: fetch != nil)
+                return .leader(number)
+            }
+            switch role {
+            case .follower(let number):
+                let outcome: Value?? = try await withCheckedThrowingContinuation { continuation in
+                    let joined = state.withLock { state in
+                        guard state.inflight[key]?.id == number else { return false }
+                        state.inflight[key]!.waiters.append(continuation)
+                        return true
+                    }
+                    if !joined { continuation.resume(returning: .none) }  // it finished meanwhile: start over
+                }
+                if let outcome { return outcome }
+            case .leader(let number):
+                let result: Result<Value?, any Error>
+                do {
+                    result = .success(try await loadOrFetch(id, fetch: fetch, expiresAfter: expiresAfter))
+                } catch {
+                    result = .failure(error)
+                }
+                let waiters = state.withLock { state in
+                    guard state.inflight[key]?.id == number else { return [CheckedContinuation<Value??, any Error>]() }
+                    return state.inflight.removeValue(forKey: key)!.waiters
+                }
+                for waiter in waiters { waiter.resume(with: result.map { .some($0) }) }
+                return try result.get()
+            }
         }
-        return try await inflight.task.value
     }
 
-    private func loadOrFetch(_ id: ObjectID, fetch: (@Sendable () async throws -> Value)?, expiresAfter: Duration?, inflight: Int) async throws
-        -> Value?
-    {
-        let key = id.key
-        defer {
-            state.withLock { state in
-                if state.inflight[key]?.id == inflight { state.inflight[key] = nil }
-            }
-        }
-        let seen = beginPending(key)
-        defer { endPending(key) }
-        let generation = store.followGeneration
-        let readAt = Self.now()
-        if let loaded = try store.loadStamped(Value.self, id: id) {
-            try ensureTable()
-            let expires = try store.cacheExpiry(of: id)
-            if let expires, expires <= Self.now() {
-                if try store.removeIfExpired(id, now: Self.now()) { state.withLock { $0.statistics.expired += 1 } }
-            } else {
-                let racy = loaded.stamp.map { readAt - $0.mtimeNanoseconds < Self.racyWindow } ?? true
-                let entry = Entry(value: loaded.value, file: loaded.file, stamp: loaded.stamp, racy: racy, expires: expires, current: generation)
-                insert(entry, forKey: key, cost: Int(loaded.stamp?.size ?? 1), ifUnchangedSince: seen)
-                state.withLock { $0.statistics.loads += 1 }
-                return loaded.value
-            }
-        }
+    private func loadOrFetch(_ id: ObjectID, fetch: (@Sendable () async throws -> Value)?, expiresAfter: Duration?) async throws -> Value? {
+        if let value = try loadFromDisk(id) { return value }
         guard let fetch else { return nil }
         state.withLock { $0.statistics.fetches += 1 }
         let value = try await fetch()
-        try await set(value, forKey: key, expiresAfter: expiresAfter)
+        try await set(value, forKey: id.key, expiresAfter: expiresAfter)
         return value
+    }
+
+    /// Reads and decodes `id`'s file and keeps it in memory; nil when absent or expired (an
+    /// expired object is removed from disk).
+    private func loadFromDisk(_ id: ObjectID) throws -> Value? {
+        let key = id.key
+        let seen = beginPending(key)
+        defer { endPending(key) }
+        let generation = store.followGeneration
+        let readAt = ModelCacheClock.now()
+        guard let loaded = try store.loadStamped(Value.self, id: id) else { return nil }
+        try ensureTable()
+        let expires = try expiry(of: id, stamp: loaded.stamp)
+        if let expires, expires <= ModelCacheClock.now() {
+            if try store.removeIfExpired(id, now: ModelCacheClock.now()) { state.withLock { $0.statistics.expired += 1 } }
+            return nil
+        }
+        let racy = loaded.stamp.map { readAt - $0.mtimeNanoseconds < Self.racyWindow } ?? true
+        let entry = Entry(value: loaded.value, path: loaded.path, stamp: loaded.stamp, racy: racy, expires: expires, current: generation)
+        insert(entry, forKey: key, cost: Int(loaded.stamp?.size ?? 1), ifUnchangedSince: seen, countsLoad: true)
+        return loaded.value
     }
 
     // MARK: - Writing
@@ -268,14 +371,15 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         try ensureTable()
         let seen = beginPending(key)
         defer { endPending(key) }
+        _ = knownExpiries.withLock { $0.removeValue(forKey: key) }
         let version = try store.save(value, forKey: key, in: collection)
-        let expires = expiresAfter.map { Self.now() + Self.nanoseconds($0) }
+        let expires = expiresAfter.map { ModelCacheClock.now() + Self.nanoseconds($0) }
         try store.setCacheExpiry(of: id, version: version, expires: expires)
-        let file = try fileName(of: id)
+        let path = directory + store.cacheFileName(of: id)
         // No stamp: a stat now could see a later writer's file. Without a watcher, the next
         // hit reads the file once and stamps it before reading.
-        let entry = Entry(value: value, file: file, stamp: nil, racy: true, expires: expires, current: store.followGeneration)
-        let size = store.fileStamp(of: id, file: file)?.size ?? 1
+        let entry = Entry(value: value, path: path, stamp: nil, racy: true, expires: expires, current: store.followGeneration)
+        let size = store.fileStamp(atPath: path)?.size ?? 1
         insert(entry, forKey: key, cost: Int(size), ifUnchangedSince: seen, savedVersion: version)
         try enforceDiskLimit(keeping: id)
     }
@@ -284,12 +388,16 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     public func remove(forKey key: String) async throws {
         let id = try ObjectID(collection: collection, key: key)
         try store.remove(id)
-        _ = state.withLock { $0.memory.remove(key) }
+        forget([key])
     }
 
     /// Drops every model from memory; disk is untouched.
     public func removeAllFromMemory() {
-        state.withLock { $0.memory.removeAll() }
+        state.withLock { state in
+            for shard in shards { shard.state.withLock { $0.memory.removeAll() } }
+            state.count = 0
+            state.cost = 0
+        }
     }
 
     // MARK: - Listing and housekeeping
@@ -297,7 +405,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     /// The keys stored on disk in the collection, sorted, leaving out expired ones.
     public func keys() throws -> [String] {
         try ensureTable()
-        let expired = Set(try store.expiredObjects(in: collection, now: Self.now()).map(\.key))
+        let expired = Set(try store.expiredObjects(in: collection, now: ModelCacheClock.now()).map(\.key))
         return try store.keys(of: Value.self, in: collection).filter { !expired.contains($0) }
     }
 
@@ -306,15 +414,13 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     @discardableResult
     public func removeExpired() throws -> [String] {
         try ensureTable()
-        let now = Self.now()
+        let now = ModelCacheClock.now()
         var removed: [String] = []
         for id in try store.expiredObjects(in: collection, now: now) where try store.removeIfExpired(id, now: now) {
             removed.append(id.key)
         }
-        state.withLock { state in
-            for key in removed { state.memory.remove(key) }
-            state.statistics.expired += removed.count
-        }
+        forget(removed)
+        state.withLock { $0.statistics.expired += removed.count }
         return removed
     }
 
@@ -322,21 +428,26 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     /// (the disk limit evicts by them, in every process).
     public func recordAccessTimes() throws {
         try ensureTable()
-        let accesses = state.withLock { state -> [(key: String, time: Int64)] in
+        var accesses = state.withLock { state -> [(key: String, time: Int64)] in
             defer { state.unrecordedAccesses = [] }
-            return state.unrecordedAccesses + state.memory.takeUnrecordedAccesses()
+            return state.unrecordedAccesses
         }
+        for shard in shards { accesses += shard.state.withLock { $0.memory.takeUnrecordedAccesses() } }
         try store.recordCacheAccess(accesses.map { (try ObjectID(collection: collection, key: $0.key), $0.time) })
     }
 
     /// What the cache has done so far.
-    public var statistics: ModelCacheStatistics { state.withLock { $0.statistics } }
+    public var statistics: ModelCacheStatistics {
+        var statistics = state.withLock { $0.statistics }
+        for shard in shards { statistics.hits += shard.state.withLock { $0.hits } }
+        return statistics
+    }
 
     /// How many models memory holds, and their total cost in bytes.
-    public var memoryUsage: (count: Int, cost: Int) { state.withLock { ($0.memory.count, $0.memory.totalCost) } }
+    public var memoryUsage: (count: Int, cost: Int) { state.withLock { ($0.count, $0.cost) } }
 
-    /// The keys in memory, least recently used first.
-    public var keysInMemory: [String] { state.withLock { $0.memory.keysByRecency } }
+    /// The keys in memory, least recently used first (shard by shard, when memory is sharded).
+    public var keysInMemory: [String] { shards.flatMap { shard in shard.state.withLock { $0.memory.keysByRecency } } }
 
     // MARK: - Internals
 
@@ -350,9 +461,16 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         state.withLock { $0.statistics.diskEvictions += victims.count }
     }
 
-    private func insert(_ entry: Entry, forKey key: String, cost: Int, ifUnchangedSince seen: Pending, savedVersion: Int? = nil) {
-        let now = Self.now()
+    /// Keeps `entry` in memory unless the key changed since `seen` was taken (for a save:
+    /// unless someone else's later version was seen).
+    private func insert(
+        _ entry: Entry, forKey key: String, cost: Int, ifUnchangedSince seen: Pending, savedVersion: Int? = nil, countsLoad: Bool = false
+    ) {
+        let now = ModelCacheClock.now()
+        let shard = shard(for: key)
+        // Checked and inserted under the cache's lock, so that an invalidation cannot fall between.
         state.withLock { state in
+            if countsLoad { state.statistics.loads += 1 }
             let pending = state.pending[key] ?? Pending()
             if let savedVersion {
                 // Our own save's change is expected; a later version is someone else's.
@@ -360,9 +478,44 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
             } else if pending.invalidations != seen.invalidations {
                 return
             }
-            let evicted = state.memory.insert(key, entry, cost: cost, at: now)
-            state.statistics.memoryEvictions += evicted.count
-            for (key, time) in evicted { if let time { state.unrecordedAccesses.append((key, time)) } }
+            let change = shard.state.withLock { $0.memory.insert(key, entry, cost: cost, at: now) }
+            state.count += change.count
+            state.cost += change.cost
+            // Over a limit: the least recently used go. Each shard's oldest is the end of its
+            // list; the oldest of those is the cache's (to within the clock's tick, about 4 ms).
+            while state.count > memoryCountLimit || state.cost > memoryCostLimit {
+                var oldest: (shard: Shard, time: Int64)?
+                for candidate in shards {
+                    if let time = candidate.state.withLock({ $0.memory.oldestUse(sparing: key) }), time < oldest?.time ?? .max {
+                        oldest = (candidate, time)
+                    }
+                }
+                guard let victimShard = oldest?.shard,
+                    let victim = victimShard.state.withLock({ $0.memory.evictLeastRecentlyUsed(sparing: key) })
+                else { break }
+                state.count -= 1
+                state.cost -= victim.cost
+                state.statistics.memoryEvictions += 1
+                if let time = victim.unrecordedAccess { state.unrecordedAccesses.append((victim.key, time)) }
+            }
+            if state.count > memoryCountLimit || state.cost > memoryCostLimit, let removed = shard.state.withLock({ $0.memory.remove(key) }) {
+                // Alone it breaks a limit (a count limit of zero, or a cost above the limit): not kept.
+                state.count -= 1
+                state.cost -= removed
+                state.statistics.memoryEvictions += 1
+            }
+        }
+    }
+
+    /// Drops keys from memory (not from disk).
+    private func forget(_ keys: [String]) {
+        state.withLock { state in
+            for key in keys {
+                if let cost = shard(for: key).state.withLock({ $0.memory.remove(key) }) {
+                    state.count -= 1
+                    state.cost -= cost
+                }
+            }
         }
     }
 
@@ -381,16 +534,21 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     }
 
     /// Drops changed keys from memory. Runs inside the store's write (see `observeChanges`):
-    /// it takes only this cache's lock.
+    /// it takes only this cache's locks.
     private func invalidate(_ changes: [StoreChange]) {
         guard !changes.isEmpty else { return }
         state.withLock { state in
             for change in changes {
-                if state.memory.remove(change.id.key) { state.statistics.invalidations += 1 }
-                if var pending = state.pending[change.id.key] {
+                let key = change.id.key
+                if let cost = shard(for: key).state.withLock({ $0.memory.remove(key) }) {
+                    state.count -= 1
+                    state.cost -= cost
+                    state.statistics.invalidations += 1
+                }
+                if var pending = state.pending[key] {
                     pending.invalidations += 1
                     pending.latestVersion = max(pending.latestVersion, change.version)
-                    state.pending[change.id.key] = pending
+                    state.pending[key] = pending
                 }
             }
         }
@@ -402,16 +560,49 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         tablePrepared.store(true, ordering: .releasing)
     }
 
-    private func fileName(of id: ObjectID) throws -> String {
-        store.cacheFileName(of: id)
+    /// The expiry of `id`'s current version. The manifest's answer is remembered with the
+    /// file's stamp: an unchanged file (same stamp) is the same version, whose expiry only a
+    /// save changes, so a later miss of it asks no one.
+    private func expiry(of id: ObjectID, stamp: ObjectFileStamp?) throws -> Int64? {
+        if let stamp, let known = knownExpiries.withLock({ $0[id.key] }), known.stamp == stamp { return known.expires }
+        let expires = try metadataReader().expiry(of: id)
+        if let stamp {
+            knownExpiries.withLock { known in
+                if known.count >= max(memoryCountLimit * 2, 10_000) { known.removeAll() }
+                known[id.key] = KnownExpiry(stamp: stamp, expires: expires)
+            }
+        }
+        return expires
+    }
+
+    private func metadataReader() throws -> CacheMetadataReader {
+        try ensureTable()
+        if let reader = reader.withLock({ $0 }) { return reader }
+        let made = try CacheMetadataReader(store: store)
+        return reader.withLock { reader in
+            if let reader { return reader }
+            reader = made
+            return made
+        }
     }
 
     static func nanoseconds(_ duration: Duration) -> Int64 {
         let (seconds, attoseconds) = duration.components
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
+}
 
+/// Who does a load: the first reader of a key (and its number), or one that waits for it.
+private enum LoadRole {
+    case leader(Int)
+    case follower(Int)
+}
+
+/// The clock of expiries and access times.
+@usableFromInline
+enum ModelCacheClock {
     /// Nanoseconds since 1970 from the coarse real-time clock (a vDSO read, no system call).
+    @inlinable
     static func now() -> Int64 {
         var time = timespec()
         clock_gettime(CLOCK_REALTIME_COARSE, &time)

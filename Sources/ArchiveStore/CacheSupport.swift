@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -8,6 +9,7 @@ import Foundation
 // Nothing else in the store uses this file.
 
 /// The stamp of an object's file: size, modification time and inode, as `fstatat` gives them.
+@usableFromInline
 package struct ObjectFileStamp: Equatable, Sendable {
     package var size: Int64
     package var mtimeNanoseconds: Int64
@@ -25,6 +27,8 @@ package struct ObjectFileStamp: Equatable, Sendable {
 package struct StampedObject<Value> {
     package var value: Value
     package var file: String
+    /// The file's path relative to the store: `Person/person1.json`.
+    package var path: String
     /// nil when the object was found under a file other than its collection's codec's name.
     package var stamp: ObjectFileStamp?
 }
@@ -33,6 +37,40 @@ package struct StampedObject<Value> {
 package struct ObjectUse: Sendable {
     package var id: ObjectID
     package var size: Int
+}
+
+/// A read-only connection of the cache's own to the manifest, for the one query a cache miss
+/// makes (an object's expiry): a single statement, outside any explicit transaction, and not
+/// behind the store's connection lock.
+package final class CacheMetadataReader: Sendable {
+    private let connection: Mutex<SQLiteConnection>
+
+    package init(store: ArchiveStore) throws {
+        do {
+            guard let resolved = realpath(store.path, nil) else { throw SystemCallError(call: "realpath", path: store.path, errno: errno) }
+            defer { free(resolved) }
+            let path = String(cString: resolved) + "/" + FileName.metadataDirectory + "/manifest.sqlite"
+            connection = Mutex(try SQLiteConnection(path: path))
+        } catch {
+            throw ArchiveError.wrap(error)
+        }
+    }
+
+    /// The expiry (nanoseconds since 1970) set for `id`'s current version, if any.
+    package func expiry(of id: ObjectID) throws -> Int64? {
+        do {
+            return try connection.withLock { db in
+                try db.first(
+                    """
+                    SELECT e.expires FROM cache_entries e JOIN objects o ON o.collection = e.collection AND o.key = e.key
+                    WHERE e.collection = ? AND e.key = ? AND e.version = o.version AND o.deleted = 0 AND e.expires IS NOT NULL
+                    """, [.text(id.collection), .text(id.key)]
+                ) { $0.int(0) }
+            }
+        } catch {
+            throw ArchiveError.wrap(error)
+        }
+    }
 }
 
 extension ArchiveStore {
@@ -75,12 +113,16 @@ extension ArchiveStore {
     /// one starts or stops. One atomic load.
     package var followGeneration: Int { manifest.feed.followGeneration.load(ordering: .acquiring) }
 
-    /// The stamp of `file` in `id`'s collection, or nil when it is not a regular file (or cannot be stat'ed).
-    /// The corresponding C function is `fstatat`.
-    package func fileStamp(of id: ObjectID, file: String) -> ObjectFileStamp? {
+    /// The name of `collection`'s directory in the store.
+    package func directoryName(ofCollection collection: String) -> String {
+        FileName.encode(collection)
+    }
+
+    /// The stamp of the file at `relativePath` in the store (`Person/person1.json`), or nil
+    /// when it is not a regular file or cannot be stat'ed. The corresponding C function is `fstatat`.
+    package func fileStamp(atPath relativePath: String) -> ObjectFileStamp? {
         var info = stat()
-        let relative = FileName.encode(id.collection) + "/" + file
-        guard fstatat(root, relative, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        guard fstatat(root, relativePath, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
         return ObjectFileStamp(FileStamp(info))
     }
 
@@ -89,12 +131,33 @@ extension ArchiveStore {
         FileName.join(stem: FileName.encode(id.key), extension: codec(for: id.collection).fileExtension)
     }
 
-    /// Loads `id` as a `T` with the stamp its file had before the read, or nil when absent.
+    /// Loads `id` as a `T` with the stamp its file had before the read (from the same open
+    /// file: one `openat2`, `fstat` and `read`), or nil when absent.
     package func loadStamped<T: Decodable>(_ type: T.Type, id: ObjectID) throws -> StampedObject<T>? {
         let file = cacheFileName(of: id)
-        let stamp = fileStamp(of: id, file: file)
-        guard let value = try load(type, forKey: id.key, in: id.collection) else { return nil }
-        return StampedObject(value: value, file: file, stamp: stamp)
+        let relative = FileName.encode(id.collection) + "/" + file
+        // O_NONBLOCK: a FIFO put where a file should be must not block (it is refused below).
+        let fd = FileSystem.openBeneath(relative, in: root, flags: O_RDONLY | O_NONBLOCK)
+        if fd < 0 {
+            let code = errno
+            guard code == ENOENT || code == ENOTDIR else {
+                throw ArchiveError.wrap(SystemCallError(call: "open", path: path + "/" + relative, errno: code))
+            }
+            // Not under its codec's name: absent, or stored in another codec, which the store finds (unstamped).
+            guard let value = try load(type, forKey: id.key, in: id.collection) else { return nil }
+            return StampedObject(value: value, file: file, path: relative, stamp: nil)
+        }
+        defer { close(fd) }
+        var info = stat()
+        do {
+            try FileSystem.check("fstat", path + "/" + relative) { fstat(fd, &info) }
+            guard info.st_mode & S_IFMT == S_IFREG else { throw SystemCallError(call: "open", path: path + "/" + relative, errno: EISDIR) }
+            let data = try FileSystem.readToEnd(fd, size: Int(info.st_size), path: path + "/" + relative)
+            let value = try decode(type, id: id, file: file, data: data, schemaVersion: { try self.recordedSchemaVersion(of: id) })
+            return StampedObject(value: value, file: file, path: relative, stamp: ObjectFileStamp(FileStamp(info)))
+        } catch {
+            throw ArchiveError.wrap(error)
+        }
     }
 
     /// The expiry (nanoseconds since 1970) set for `id`'s current version, if any.

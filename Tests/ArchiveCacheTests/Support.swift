@@ -58,9 +58,11 @@ func replaceFromAnotherProcess(_ path: String, with text: String) throws {
     try shell(#"printf '%s' "$1" > "$2.tmp-edit" && mv "$2.tmp-edit" "$2""#, text, path)
 }
 
-/// Another program rewriting a file in place (same inode), as `cat > file` does.
-func rewriteInPlaceFromAnotherProcess(_ path: String, with text: String) throws {
-    try shell(#"printf '%s' "$1" > "$2""#, text, path)
+/// Rewrites a file in place from this process with plain writes (no truncation, same inode).
+func rewriteInPlace(_ path: String, _ text: String) throws {
+    let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+    try handle.write(contentsOf: Data(text.utf8))
+    try handle.close()
 }
 
 /// The built `archive-sync`, beside the running test executable, or else `ARCHIVE_SYNC_BIN`.
