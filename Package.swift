@@ -75,6 +75,11 @@ let package = Package(
             dependencies: ["ArchiveStore"],
             path: "Samples/Quickstart"
         ),
+        .executableTarget(
+            name: "model-cache",
+            dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch"],
+            path: "Samples/ModelCache"
+        ),
         .target(
             name: "BenchSupport",
             dependencies: ["ArchiveStore"],
