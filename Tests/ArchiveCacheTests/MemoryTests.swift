@@ -34,6 +34,24 @@ import Testing
         }
     }
 
+    @Test func aLargeCacheKeepsItsLimitAndEvictsTheOldestUseAcrossShards() async throws {
+        try await withStore { store in
+            // 300 entries: memory is split into shards, each with its own LRU list.
+            try store.batch { tx in for n in 0...300 { try tx.save(Person(name: "p\(n)", age: n), forKey: "p\(n)") } }
+            let cache = ModelCache<Person>(store: store, countLimit: 300, costLimit: 1 << 20)
+            for n in 0..<300 { _ = try await cache.value(forKey: "p\(n)") }
+            try await Task.sleep(for: .milliseconds(30))  // past the coarse clock's tick
+            for n in 0..<150 { _ = try await cache.value(forKey: "p\(n)") }  // used again: newer
+            try await Task.sleep(for: .milliseconds(30))
+            _ = try await cache.value(forKey: "p300")
+            let inMemory = Set(cache.keysInMemory)
+            #expect(cache.memoryUsage.count == 300)
+            #expect(inMemory.count == 300)
+            #expect((0..<150).allSatisfy { inMemory.contains("p\($0)") })  // none of the recently used went
+            #expect(inMemory.contains("p300"))
+        }
+    }
+
     @Test func aHitIsServedFromMemory() async throws {
         try await withStore { store in
             let cache = ModelCache<Person>(store: store)
