@@ -127,7 +127,6 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     /// A load in flight, and the readers waiting for its outcome.
     private struct Inflight {
         let id: Int
-        let fetches: Bool
         var waiters: [CheckedContinuation<Value??, any Error>] = []
     }
 
@@ -297,10 +296,12 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         while true {
             let role = state.withLock { state -> LoadRole in
                 state.statistics.misses += 1
-                if let running = state.inflight[key], running.fetches || fetch == nil { return .follower(running.id) }
+                // A load without a fetch that finds nothing ends with nil; a joiner with a
+                // fetch then comes round again and leads a load of its own.
+                if let running = state.inflight[key] { return .follower(running.id) }
                 let number = state.nextInflight
                 state.nextInflight += 1
-                state.inflight[key] = Inflight(id: number, fetches: fetch != nil)
+                state.inflight[key] = Inflight(id: number)
                 return .leader(number)
             }
             switch role {

@@ -88,6 +88,30 @@ import Testing
         }
     }
 
+    @Test(.timeLimit(.minutes(1))) func readersWithAndWithoutAFetchShareOneFetch() async throws {
+        try await withStore { store in
+            let cache = ModelCache<Person>(store: store)
+            let fetches = Counter()
+            let results = try await withThrowingTaskGroup(of: Person?.self) { group in
+                for n in 0..<32 {
+                    group.addTask {
+                        if n % 2 == 0 { return try await cache.value(forKey: "grace") }
+                        return try await cache.value(forKey: "grace") {
+                            fetches.increment()
+                            try await Task.sleep(for: .milliseconds(100))
+                            return Person(name: "Grace", age: 85)
+                        }
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(fetches.count == 1)
+            // Readers with a fetch all get the fetched model; those without get it or nil (absent when they looked).
+            #expect(results.allSatisfy { $0 == nil || $0 == Person(name: "Grace", age: 85) })
+            #expect(results.filter { $0 != nil }.count >= 16)
+        }
+    }
+
     @Test func concurrentReadersOfAKeyOnDiskShareOneRead() async throws {
         try await withStore { store in
             try store.save(Person(name: "Ada", age: 36), forKey: "ada")
