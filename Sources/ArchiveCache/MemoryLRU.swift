@@ -101,9 +101,9 @@ struct MemoryLRU<Entry> {
     }
 
     mutating func removeAll() {
-        nodes = []
-        freeSlots = []
-        slots = [:]
+        nodes.removeAll(keepingCapacity: true)
+        freeSlots.removeAll(keepingCapacity: true)
+        slots.removeAll(keepingCapacity: true)
         head = -1
         tail = -1
         totalCost = 0

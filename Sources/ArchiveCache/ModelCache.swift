@@ -294,7 +294,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     func load(_ key: String, fetch: (@Sendable () async throws -> Value)?, expiresAfter: Duration?) async throws -> Value? {
         let id = try ObjectID(collection: collection, key: key)
         while true {
-            let role = state.withLock { state -> LoadRole in
+            let role = state.withLock { state -> LoadRole<Pending> in
                 state.statistics.misses += 1
                 // A load without a fetch that finds nothing ends with nil; a joiner with a
                 // fetch then comes round again and leads a load of its own.
@@ -302,7 +302,8 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
                 let number = state.nextInflight
                 state.nextInflight += 1
                 state.inflight[key] = Inflight(id: number)
-                return .leader(number)
+                state.pending[key, default: Pending()].users += 1
+                return .leader(number, seen: state.pending[key]!)
             }
             switch role {
             case .follower(let number):
@@ -315,14 +316,22 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
                     if !joined { continuation.resume(returning: .none) }  // it finished meanwhile: start over
                 }
                 if let outcome { return outcome }
-            case .leader(let number):
+            case .leader(let number, let seen):
                 let result: Result<Value?, any Error>
                 do {
-                    result = .success(try await loadOrFetch(id, fetch: fetch, expiresAfter: expiresAfter))
+                    if let value = try loadFromDisk(id, seen: seen) {
+                        result = .success(value)
+                    } else if let fetch {
+                        result = .success(try await fetchAndSave(id, fetch: fetch, expiresAfter: expiresAfter))
+                    } else {
+                        result = .success(nil)
+                    }
                 } catch {
                     result = .failure(error)
                 }
                 let waiters = state.withLock { state in
+                    state.pending[key]!.users -= 1
+                    if state.pending[key]!.users == 0 { state.pending[key] = nil }
                     guard state.inflight[key]?.id == number else { return [CheckedContinuation<Value??, any Error>]() }
                     return state.inflight.removeValue(forKey: key)!.waiters
                 }
@@ -332,21 +341,17 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         }
     }
 
-    private func loadOrFetch(_ id: ObjectID, fetch: (@Sendable () async throws -> Value)?, expiresAfter: Duration?) async throws -> Value? {
-        if let value = try loadFromDisk(id) { return value }
-        guard let fetch else { return nil }
+    private func fetchAndSave(_ id: ObjectID, fetch: @Sendable () async throws -> Value, expiresAfter: Duration?) async throws -> Value {
         state.withLock { $0.statistics.fetches += 1 }
         let value = try await fetch()
         try await set(value, forKey: id.key, expiresAfter: expiresAfter)
         return value
     }
 
-    /// Reads and decodes `id`'s file and keeps it in memory; nil when absent or expired (an
-    /// expired object is removed from disk).
-    private func loadFromDisk(_ id: ObjectID) throws -> Value? {
+    /// Reads and decodes `id`'s file and keeps it in memory (unless the key changed since
+    /// `seen`); nil when absent or expired (an expired object is removed from disk).
+    private func loadFromDisk(_ id: ObjectID, seen: Pending) throws -> Value? {
         let key = id.key
-        let seen = beginPending(key)
-        defer { endPending(key) }
         let generation = store.followGeneration
         let readAt = ModelCacheClock.now()
         guard let loaded = try store.loadStamped(Value.self, id: id) else { return nil }
@@ -594,8 +599,8 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
 }
 
 /// Who does a load: the first reader of a key (and its number), or one that waits for it.
-private enum LoadRole {
-    case leader(Int)
+private enum LoadRole<Pending> {
+    case leader(Int, seen: Pending)
     case follower(Int)
 }
 
