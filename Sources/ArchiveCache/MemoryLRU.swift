@@ -15,6 +15,17 @@ struct MemoryLRU<Entry> {
         @usableFromInline var accessed: Int64
         @usableFromInline var previous: Int
         @usableFromInline var next: Int
+
+        @usableFromInline
+        init(key: String, entry: Entry?, cost: Int, dirty: Bool, accessed: Int64, previous: Int, next: Int) {
+            self.key = key
+            self.entry = entry
+            self.cost = cost
+            self.dirty = dirty
+            self.accessed = accessed
+            self.previous = previous
+            self.next = next
+        }
     }
 
     @usableFromInline var nodes: [Node] = []
@@ -29,7 +40,7 @@ struct MemoryLRU<Entry> {
 
     @usableFromInline init() {}
 
-    var count: Int { slots.count }
+    @inlinable var count: Int { slots.count }
 
     /// The slot of `key`, without changing the order.
     @inlinable func slot(of key: String) -> Int? { slots[key] }
@@ -52,7 +63,7 @@ struct MemoryLRU<Entry> {
     /// Inserts or replaces `key` as the most recently used. The owner enforces the limits
     /// (with ``evictLeastRecentlyUsed(sparing:)``), since they may span several lists.
     /// - Returns: how the count and the total cost changed.
-    mutating func insert(_ key: String, _ entry: Entry, cost: Int, at time: Int64) -> (count: Int, cost: Int) {
+    @inlinable mutating func insert(_ key: String, _ entry: Entry, cost: Int, at time: Int64) -> (count: Int, cost: Int) {
         let replaced = remove(key)
         let node = Node(key: key, entry: entry, cost: cost, dirty: true, accessed: time, previous: -1, next: -1)
         let slot: Int
@@ -70,7 +81,7 @@ struct MemoryLRU<Entry> {
     }
 
     /// When the least recently used entry other than `spared` was last used; nil when there is none.
-    func oldestUse(sparing spared: String) -> Int64? {
+    @inlinable func oldestUse(sparing spared: String) -> Int64? {
         var slot = tail
         if slot != -1, nodes[slot].key == spared { slot = nodes[slot].previous }
         return slot == -1 ? nil : nodes[slot].accessed
@@ -79,7 +90,7 @@ struct MemoryLRU<Entry> {
     /// Removes the least recently used entry other than `spared`.
     /// - Returns: its key, its cost, and when it was last used if that is not yet recorded;
     ///   nil when there is no other entry.
-    mutating func evictLeastRecentlyUsed(sparing spared: String) -> (key: String, cost: Int, unrecordedAccess: Int64?)? {
+    @inlinable mutating func evictLeastRecentlyUsed(sparing spared: String) -> (key: String, cost: Int, unrecordedAccess: Int64?)? {
         var slot = tail
         if slot != -1, nodes[slot].key == spared { slot = nodes[slot].previous }
         guard slot != -1 else { return nil }
@@ -90,7 +101,7 @@ struct MemoryLRU<Entry> {
 
     /// Removes `key`; returns its cost when it was there.
     @discardableResult
-    mutating func remove(_ key: String) -> Int? {
+    @inlinable mutating func remove(_ key: String) -> Int? {
         guard let slot = slots.removeValue(forKey: key) else { return nil }
         unlink(slot)
         let cost = nodes[slot].cost

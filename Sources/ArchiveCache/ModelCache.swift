@@ -117,34 +117,49 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     }
 
     /// Bookkeeping for a key while a load or a save of it is in flight.
-    private struct Pending {
-        var users = 0
+    @usableFromInline
+    struct Pending {
+        @usableFromInline var users = 0
         /// Invalidations of the key seen while any user was in flight.
-        var invalidations = 0
-        var latestVersion = 0
+        @usableFromInline var invalidations = 0
+        @usableFromInline var latestVersion = 0
+
+        @usableFromInline init() {}
     }
 
     /// A load in flight, and the readers waiting for its outcome.
-    private struct Inflight {
-        let id: Int
-        var waiters: [CheckedContinuation<Value??, any Error>] = []
+    @usableFromInline
+    struct Inflight {
+        @usableFromInline let id: Int
+        @usableFromInline var waiters: [CheckedContinuation<Value??, any Error>] = []
+
+        @usableFromInline init(id: Int) { self.id = id }
     }
 
-    private struct KnownExpiry {
-        var stamp: ObjectFileStamp
-        var expires: Int64?
+    @usableFromInline
+    struct KnownExpiry {
+        @usableFromInline var stamp: ObjectFileStamp
+        @usableFromInline var expires: Int64?
+
+        @usableFromInline init(stamp: ObjectFileStamp, expires: Int64?) {
+            self.stamp = stamp
+            self.expires = expires
+        }
     }
 
-    private struct State {
-        var pending: [String: Pending] = [:]
-        var inflight: [String: Inflight] = [:]
-        var nextInflight = 0
+    @usableFromInline
+    struct State {
+        @usableFromInline var pending: [String: Pending] = [:]
+        @usableFromInline var inflight: [String: Inflight] = [:]
+        @usableFromInline var nextInflight = 0
         /// Evicted keys whose last use is not yet in the manifest.
-        var unrecordedAccesses: [(key: String, time: Int64)] = []
-        var statistics = ModelCacheStatistics()
+        @usableFromInline var unrecordedAccesses: [(key: String, time: Int64)] = []
+        @usableFromInline var statistics = ModelCacheStatistics()
         /// What all shards hold: kept here, under this lock, by every insertion and removal.
-        var count = 0
-        var cost = 0
+        @usableFromInline var count = 0
+        @usableFromInline var cost = 0
+
+        @usableFromInline init() {}
     }
 
     @usableFromInline
@@ -160,21 +175,21 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     /// it, the entry evicted is the one last used longest ago by the coarse clock (ties within
     /// one tick, about 4 ms, go either way).
     @usableFromInline let shards: [Shard]
-    private let state = Mutex(State())
+    @usableFromInline let state = Mutex(State())
     private let observer = Mutex<Int?>(nil)
-    private let tablePrepared = Atomic<Bool>(false)
+    @usableFromInline let tablePrepared = Atomic<Bool>(false)
     /// The expiries the manifest gave for files as they were (see ``expiry(of:stamp:)``).
-    private let knownExpiries = Mutex<[String: KnownExpiry]>([:])
-    private let memoryCountLimit: Int
-    private let memoryCostLimit: Int
+    @usableFromInline let knownExpiries = Mutex<[String: KnownExpiry]>([:])
+    @usableFromInline let memoryCountLimit: Int
+    @usableFromInline let memoryCostLimit: Int
     /// Made with the table (``ensureTable()``).
     private let reader = Mutex<CacheMetadataReader?>(nil)
     /// `collection`'s directory name in the store, with a trailing `/`.
-    private let directory: String
+    @usableFromInline let directory: String
 
     /// Files modified less than this long before they were read may hide a rewrite behind an
     /// unchanged stamp (the store's scan uses the same window).
-    static var racyWindow: Int64 { 2_000_000_000 }
+    @inlinable static var racyWindow: Int64 { 2_000_000_000 }
     /// A count limit from which memory is split into ``shardCount`` shards.
     static var shardingThreshold: Int { 256 }
     static var shardCount: Int { 16 }
@@ -274,7 +289,8 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         }
     }
 
-    private func shard(for key: String) -> Shard {
+    @inlinable
+    func shard(for key: String) -> Shard {
         shards.count == 1 ? shards[0] : shards[Self.shardIndex(key, shards.count)]
     }
 
@@ -290,7 +306,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     /// first does it, the others wait for its outcome. Returns nil when it is absent and there
     /// is no fetch, or when the load this call joined had no fetch and found nothing (a caller
     /// with a fetch then tries again).
-    @usableFromInline
+    @inlinable
     func load(_ key: String, fetch: (@Sendable () async throws -> Value)?, expiresAfter: Duration?) async throws -> Value? {
         let id = try ObjectID(collection: collection, key: key)
         while true {
@@ -341,7 +357,8 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         }
     }
 
-    private func fetchAndSave(_ id: ObjectID, fetch: @Sendable () async throws -> Value, expiresAfter: Duration?) async throws -> Value {
+    @usableFromInline
+    func fetchAndSave(_ id: ObjectID, fetch: @Sendable () async throws -> Value, expiresAfter: Duration?) async throws -> Value {
         state.withLock { $0.statistics.fetches += 1 }
         let value = try await fetch()
         try await set(value, forKey: id.key, expiresAfter: expiresAfter)
@@ -350,15 +367,16 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
 
     /// Reads and decodes `id`'s file and keeps it in memory (unless the key changed since
     /// `seen`); nil when absent or expired (an expired object is removed from disk).
-    private func loadFromDisk(_ id: ObjectID, seen: Pending) throws -> Value? {
+    @inlinable
+    func loadFromDisk(_ id: ObjectID, seen: Pending) throws -> Value? {
         let key = id.key
-        let generation = store.followGeneration
+        let generation = followGeneration()
         let readAt = ModelCacheClock.now()
         guard let loaded = try store.loadStamped(Value.self, id: id) else { return nil }
         try ensureTable()
         let expires = try expiry(of: id, stamp: loaded.stamp)
         if let expires, expires <= ModelCacheClock.now() {
-            if try store.removeIfExpired(id, now: ModelCacheClock.now()) { state.withLock { $0.statistics.expired += 1 } }
+            try purgeIfExpired(id)
             return nil
         }
         let racy = loaded.stamp.map { readAt - $0.mtimeNanoseconds < Self.racyWindow } ?? true
@@ -469,7 +487,8 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
 
     /// Keeps `entry` in memory unless the key changed since `seen` was taken (for a save:
     /// unless someone else's later version was seen).
-    private func insert(
+    @inlinable
+    func insert(
         _ entry: Entry, forKey key: String, cost: Int, ifUnchangedSince seen: Pending, savedVersion: Int? = nil, countsLoad: Bool = false
     ) {
         let now = ModelCacheClock.now()
@@ -560,18 +579,31 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         }
     }
 
-    private func ensureTable() throws {
+    @inlinable
+    func ensureTable() throws {
         if tablePrepared.load(ordering: .acquiring) { return }
+        try prepareTable()
+    }
+
+    @usableFromInline
+    func prepareTable() throws {
         try store.prepareCacheTable()
         tablePrepared.store(true, ordering: .releasing)
+    }
+
+    /// Removes `id` from disk if it is still expired (a reader saw it expired).
+    @usableFromInline
+    func purgeIfExpired(_ id: ObjectID) throws {
+        if try store.removeIfExpired(id, now: ModelCacheClock.now()) { state.withLock { $0.statistics.expired += 1 } }
     }
 
     /// The expiry of `id`'s current version. The manifest's answer is remembered with the
     /// file's stamp: an unchanged file (same stamp) is the same version, whose expiry only a
     /// save changes, so a later miss of it asks no one.
-    private func expiry(of id: ObjectID, stamp: ObjectFileStamp?) throws -> Int64? {
+    @inlinable
+    func expiry(of id: ObjectID, stamp: ObjectFileStamp?) throws -> Int64? {
         if let stamp, let known = knownExpiries.withLock({ $0[id.key] }), known.stamp == stamp { return known.expires }
-        let expires = try metadataReader().expiry(of: id)
+        let expires = try manifestExpiry(of: id)
         if let stamp {
             knownExpiries.withLock { known in
                 if known.count >= max(memoryCountLimit * 2, 10_000) { known.removeAll() }
@@ -579,6 +611,12 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
             }
         }
         return expires
+    }
+
+    /// The expiry the manifest has for `id`'s current version.
+    @usableFromInline
+    func manifestExpiry(of id: ObjectID) throws -> Int64? {
+        try metadataReader().expiry(of: id)
     }
 
     private func metadataReader() throws -> CacheMetadataReader {
@@ -599,7 +637,8 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
 }
 
 /// Who does a load: the first reader of a key (and its number), or one that waits for it.
-private enum LoadRole<Pending> {
+@usableFromInline
+enum LoadRole<Pending> {
     case leader(Int, seen: Pending)
     case follower(Int)
 }

@@ -11,9 +11,9 @@ import Synchronization
 /// The stamp of an object's file: size, modification time and inode, as `fstatat` gives them.
 @usableFromInline
 package struct ObjectFileStamp: Equatable, Sendable {
-    package var size: Int64
-    package var mtimeNanoseconds: Int64
-    package var inode: UInt64
+    @usableFromInline package var size: Int64
+    @usableFromInline package var mtimeNanoseconds: Int64
+    @usableFromInline package var inode: UInt64
 
     init(_ stamp: FileStamp) {
         size = stamp.size
@@ -24,13 +24,14 @@ package struct ObjectFileStamp: Equatable, Sendable {
 
 /// A loaded object, with the name and stamp its file had *before* it was read: a later
 /// change to the file can only make the stamp differ, never hide behind it.
+@usableFromInline
 package struct StampedObject<Value> {
-    package var value: Value
-    package var file: String
+    @usableFromInline package var value: Value
+    @usableFromInline package var file: String
     /// The file's path relative to the store: `Person/person1.json`.
-    package var path: String
+    @usableFromInline package var path: String
     /// nil when the object was found under a file other than its collection's codec's name.
-    package var stamp: ObjectFileStamp?
+    @usableFromInline package var stamp: ObjectFileStamp?
 }
 
 /// One object in a least-recently-used order: its size and when it was last used.
@@ -133,6 +134,7 @@ extension ArchiveStore {
 
     /// Loads `id` as a `T` with the stamp its file had before the read (from the same open
     /// file: one `openat2`, `fstat` and `read`), or nil when absent.
+    @usableFromInline
     package func loadStamped<T: Decodable>(_ type: T.Type, id: ObjectID) throws -> StampedObject<T>? {
         let file = cacheFileName(of: id)
         let relative = FileName.encode(id.collection) + "/" + file
