@@ -9,11 +9,15 @@ import Synchronization
 public struct DiskLimit: Sendable, Equatable {
     /// Whose objects count: the cache's collection, or every collection in the store.
     public enum Scope: Sendable, Equatable {
+        /// The objects of the cache's collection count, and only they are evicted.
         case collection
+        /// Every live object in the store counts, and any may be evicted.
         case store
     }
 
+    /// The most bytes of archives the scope may hold after each write through the cache.
     public var bytes: Int
+    /// Whose objects count.
     public var scope: Scope
 
     /// At most `bytes` in the cache's collection.
