@@ -25,9 +25,13 @@ func warmHits(_ options: BenchOptions) async throws -> [String] {
     }
     let cache = ModelCache<Person>(store: store, countLimit: count, costLimit: 1 << 30)
 
-    func run(tasks: Int) async throws -> Double {
+    /// Reads per second, and the cores the process used meanwhile (CPU time over wall time:
+    /// the machine is shared, so two tasks may not get two cores).
+    func run(tasks: Int) async throws -> (rate: Double, cores: Double) {
         for key in keys { _ = try await cache.value(forKey: key) }  // warm, and re-stamped under this mode
         let duration = options.hitSeconds
+        let cpuBefore = processCPUSeconds()
+        let wallBefore = ContinuousClock.now
         let reads = try await withThrowingTaskGroup(of: Int.self) { group in
             for task in 0..<tasks {
                 group.addTask {
@@ -47,23 +51,47 @@ func warmHits(_ options: BenchOptions) async throws -> [String] {
             }
             return try await group.reduce(0, +)
         }
-        return Double(reads) / duration
+        let cores = (processCPUSeconds() - cpuBefore) / (ContinuousClock.now - wallBefore).seconds
+        return (Double(reads) / duration, cores)
+    }
+
+    /// Runs one task, then two, `rounds` times over; the medians of each.
+    func alternate(rounds: Int) async throws -> (one: Double, two: Double, oneCores: Double, twoCores: Double) {
+        var ones: [Double] = []
+        var twos: [Double] = []
+        var oneCores: [Double] = []
+        var twoCores: [Double] = []
+        for _ in 0..<rounds {
+            let one = try await run(tasks: 1)
+            ones.append(one.rate)
+            oneCores.append(one.cores)
+            let two = try await run(tasks: 2)
+            twos.append(two.rate)
+            twoCores.append(two.cores)
+        }
+        return (median(ones), median(twos), median(oneCores), median(twoCores))
     }
 
     let watcher = try store.startWatching(WatchOptions(rescanInterval: nil))
     let loadsBefore = cache.statistics.loads
-    let one = try await run(tasks: 1)
-    let two = try await run(tasks: 2)
+    let watched = try await alternate(rounds: 3)
     let loadsDuring = cache.statistics.loads - loadsBefore
     watcher.stop()
     _ = watcher.waitUntilStopped(timeout: .seconds(5))
-    let statOne = try await run(tasks: 1)
-    let statTwo = try await run(tasks: 2)
+    let unwatched = try await alternate(rounds: 1)
+    let (one, two) = (watched.one, watched.two)
     return [
         "1. warm hits, watcher running: one thread \(grouped(one))/s (target >= 2,000,000/s) \(verdict(one >= 2_000_000)); two threads \(grouped(two))/s = \(ratio(two / one)) of one (target > 1.0x) \(verdict(two > one))",
-        "   without a watcher (one fstatat per hit): one thread \(grouped(statOne))/s, two threads \(grouped(statTwo))/s",
-        "   \(grouped(count)) objects in memory, \(options.hitSeconds) s per run; \(loadsDuring) disk loads during the watched runs (the warm-up's)",
+        "   medians of 3 alternating runs of \(options.hitSeconds) s; cores used (process CPU time / wall time; the machine is shared): one thread \(String(format: "%.2f", watched.oneCores)), two threads \(String(format: "%.2f", watched.twoCores)), so per core used \(grouped(one / watched.oneCores))/s and \(grouped(two / watched.twoCores))/s; \(grouped(count)) objects in memory; \(loadsDuring) disk loads during the runs (re-stamping)",
+        "   without a watcher (one fstatat per hit): one thread \(grouped(unwatched.one))/s, two threads \(grouped(unwatched.two))/s",
     ]
+}
+
+/// CPU seconds this process has used, all threads (`getrusage`).
+func processCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6 + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
 }
 
 /// Workload 2: misses that read from disk. Each round empties memory and reads every key
