@@ -378,10 +378,13 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         let readAt = ModelCacheClock.now()
         guard let loaded = try store.loadStamped(Value.self, id: id) else { return nil }
         try ensureTable()
-        let expires = try expiry(of: id, stamp: loaded.stamp)
-        if let expires, expires <= ModelCacheClock.now() {
-            try purgeIfExpired(id)
-            return nil
+        var expires = try expiry(of: id, stamp: loaded.stamp)
+        if let expired = expires, expired <= ModelCacheClock.now() {
+            if try purgeIfExpired(id) { return nil }
+            // The manifest no longer has it expired (another process gave the same bytes a new
+            // expiry, which leaves the stamp alone): ask it again.
+            expires = try manifestExpiry(of: id)
+            if let stamp = loaded.stamp { remember(expires, of: key, stamp: stamp) }
         }
         let racy = loaded.stamp.map { readAt - $0.mtimeNanoseconds < Self.racyWindow } ?? true
         let entry = Entry(value: loaded.value, path: loaded.path, stamp: loaded.stamp, racy: racy, expires: expires, current: generation)
@@ -595,10 +598,12 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         tablePrepared.store(true, ordering: .releasing)
     }
 
-    /// Removes `id` from disk if it is still expired (a reader saw it expired).
+    /// Removes `id` from disk if it is still expired (a reader saw it expired); true when it did.
     @usableFromInline
-    func purgeIfExpired(_ id: ObjectID) throws {
-        if try store.removeIfExpired(id, now: ModelCacheClock.now()) { state.withLock { $0.statistics.expired += 1 } }
+    func purgeIfExpired(_ id: ObjectID) throws -> Bool {
+        guard try store.removeIfExpired(id, now: ModelCacheClock.now()) else { return false }
+        state.withLock { $0.statistics.expired += 1 }
+        return true
     }
 
     /// The expiry of `id`'s current version. The manifest's answer is remembered with the
@@ -608,13 +613,16 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     func expiry(of id: ObjectID, stamp: ObjectFileStamp?) throws -> Int64? {
         if let stamp, let known = knownExpiries.withLock({ $0[id.key] }), known.stamp == stamp { return known.expires }
         let expires = try manifestExpiry(of: id)
-        if let stamp {
-            knownExpiries.withLock { known in
-                if known.count >= max(memoryCountLimit * 2, 10_000) { known.removeAll() }
-                known[id.key] = KnownExpiry(stamp: stamp, expires: expires)
-            }
-        }
+        if let stamp { remember(expires, of: id.key, stamp: stamp) }
         return expires
+    }
+
+    @inlinable
+    func remember(_ expires: Int64?, of key: String, stamp: ObjectFileStamp) {
+        knownExpiries.withLock { known in
+            if known.count >= max(memoryCountLimit * 2, 10_000) { known.removeAll() }
+            known[key] = KnownExpiry(stamp: stamp, expires: expires)
+        }
     }
 
     /// The expiry the manifest has for `id`'s current version.
