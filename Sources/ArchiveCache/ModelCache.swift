@@ -281,7 +281,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     func followGeneration() -> Int { store.followGeneration }
 
     /// The entry's value if its file still has `stamp` (one `fstatat`).
-    @usableFromInline
+    @inlinable
     func validate(_ key: String, in shard: Shard, path: String, stamp: ObjectFileStamp, generation: Int, now: Int64) -> Value? {
         guard store.fileStamp(atPath: path) == stamp else { return nil }
         return shard.state.withLock { state -> Value? in

@@ -121,6 +121,7 @@ extension ArchiveStore {
 
     /// The stamp of the file at `relativePath` in the store (`Person/person1.json`), or nil
     /// when it is not a regular file or cannot be stat'ed. The corresponding C function is `fstatat`.
+    @usableFromInline
     package func fileStamp(atPath relativePath: String) -> ObjectFileStamp? {
         var info = stat()
         guard fstatat(root, relativePath, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
