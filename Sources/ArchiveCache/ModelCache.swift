@@ -59,8 +59,8 @@ public struct ModelCacheStatistics: Sendable, Equatable {
 /// - **Memory**: least recently used entries go first when there are more than `countLimit`
 ///   or they cost more than `costLimit` bytes (an entry costs its archive's size). Readers of
 ///   a key that is not in memory share one disk read, or one fetch.
-/// - **Freshness**: every write this process makes through the store (the cache's, or
-///   `store.save`, `remove`, `restore`, a `scan`) drops the entry before the write returns.
+/// - **Freshness**: every write made through the cache's `ArchiveStore` object (the cache's,
+///   or `store.save`, `remove`, `restore`, a `scan`) drops the entry before the write returns.
 ///   While a watcher runs in this process (`store.startWatching()`), other processes' and
 ///   programs' writes drop it as the watcher records them (milliseconds), and a hit costs a
 ///   lock and a dictionary lookup. Without a watcher, each hit checks the file's stamp (one
