@@ -1,6 +1,7 @@
 # archive-sync: the two commands the README opens with, and the benchmarks.
-#   make demo    build, then run the demos (Samples/demo.sh on a fresh store, Samples/two-dir-merge.sh)
+#   make demo    build, then run the demos on fresh stores: Samples/demo.sh, Samples/cache-demo.sh, Samples/two-dir-merge.sh
 #   make test    build and run every test
+#   make test-tsan  the model cache's tests under the thread sanitizer (slow; not part of `make test`)
 #   make bench   run the benchmarks (Benchmarks/README.md)
 # Each installs the Debian packages it needs, and only when they are missing.
 
@@ -8,7 +9,7 @@ SWIFT ?= swift
 APT_PACKAGES = libsqlite3-dev libinotifytools0-dev
 BENCH_PACKAGES = rsync unison
 
-.PHONY: deps demo test bench build format
+.PHONY: deps demo test test-tsan bench build format
 
 deps:
 	@bash .ci/apt-install $(APT_PACKAGES)
@@ -16,14 +17,21 @@ deps:
 build: deps
 	$(SWIFT) build -c release --product archive-sync
 	$(SWIFT) build -c release --product quickstart
+	$(SWIFT) build -c release --product model-cache
 
 demo: build
 	bash Samples/demo.sh "$$($(SWIFT) build -c release --show-bin-path)"
+	bash Samples/cache-demo.sh "$$($(SWIFT) build -c release --show-bin-path)"
 	bash Samples/two-dir-merge.sh "$$($(SWIFT) build -c release --show-bin-path)"
 
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+
+# The thread sanitizer, in its own build directory (a full build of its own: slow on two cores).
+test-tsan: deps
+	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan
+	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan --filter ArchiveCacheTests
 
 # One `swift build` builds only the last --product it is given, hence one build per product.
 # BENCH_ARGS: e.g. --quick, --only 3. BENCH_BUILD: e.g. --scratch-path .build-bench.
@@ -34,6 +42,8 @@ WATCH_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 KEYED_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 # sync-bench (two-directory sync against rsync and unison). SYNC_BENCH_ARGS: e.g. --only 3.
 SYNC_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
+# CACHE_BENCH_ARGS: e.g. --only 1, --rounds 15; by default --quick when BENCH_ARGS has it.
+CACHE_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 bench: deps
 	@bash .ci/apt-install $(APT_PACKAGES) $(BENCH_PACKAGES)
 	$(SWIFT) build -c release $(BENCH_BUILD) --product archive-sync
@@ -45,6 +55,8 @@ bench: deps
 	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/keyed-bench" $(KEYED_BENCH_ARGS)
 	$(SWIFT) build -c release $(BENCH_BUILD) --product sync-bench
 	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/sync-bench" $(SYNC_BENCH_ARGS)
+	$(SWIFT) build -c release $(BENCH_BUILD) --product cache-bench
+	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/cache-bench" $(CACHE_BENCH_ARGS)
 
 format:
 	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Samples Benchmarks

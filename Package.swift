@@ -75,6 +75,11 @@ let package = Package(
             dependencies: ["ArchiveStore"],
             path: "Samples/Quickstart"
         ),
+        .executableTarget(
+            name: "model-cache",
+            dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch"],
+            path: "Samples/ModelCache"
+        ),
         .target(
             name: "BenchSupport",
             dependencies: ["ArchiveStore"],
@@ -111,7 +116,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ArchiveCacheTests",
-            dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch"]
+            dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch", "archive-sync"]
         ),
         .testTarget(
             name: "KeyedArchiveTests",

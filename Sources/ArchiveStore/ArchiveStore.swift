@@ -314,7 +314,7 @@ public final class ArchiveStore: Sendable {
 
     /// Decodes `data` (the contents of `file`) as a `T`.
     /// - Parameter schemaVersion: the schema the bytes were saved with; asked only for a ``VersionedModel``.
-    private func decode<T: Decodable>(_ type: T.Type, id: ObjectID, file: String, data: Data, schemaVersion: () throws -> Int?) throws -> T {
+    func decode<T: Decodable>(_ type: T.Type, id: ObjectID, file: String, data: Data, schemaVersion: () throws -> Int?) throws -> T {
         let ext = FileName.split(file).extension
         guard let codec = ArchiveCodec(fileExtension: ext) else { throw ArchiveError.unknownCodec(id, fileExtension: String(ext)) }
         if let versioned = T.self as? any VersionedModel.Type {
@@ -351,7 +351,7 @@ public final class ArchiveStore: Sendable {
     }
 
     /// The schema version the manifest recorded for `id`'s current version.
-    private func recordedSchemaVersion(of id: ObjectID) throws -> Int? {
+    func recordedSchemaVersion(of id: ObjectID) throws -> Int? {
         try withManifest { try $0.read { try $0.object(id)?.schemaVersion } }
     }
 

@@ -16,6 +16,29 @@ final class ChangeFeed: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Called synchronously with every batch of changes published (see ``observe(_:)``).
+    private let observers = Mutex<[Int: @Sendable ([StoreChange]) -> Void]>([:])
+    private let nextObserver = Atomic<Int>(0)
+    /// Counts each start and stop of following other processes: odd while following.
+    let followGeneration = Atomic<Int>(0)
+
+    /// Calls `body` with every batch of changes as it is published, before the write that
+    /// recorded them returns. `body` runs with the manifest's connection locked: it must not
+    /// use the store. Returns a token for ``stopObserving(_:)``.
+    func observe(_ body: @escaping @Sendable ([StoreChange]) -> Void) -> Int {
+        let token = nextObserver.add(1, ordering: .relaxed).newValue
+        observers.withLock { $0[token] = body }
+        return token
+    }
+
+    func stopObserving(_ token: Int) {
+        _ = observers.withLock { $0.removeValue(forKey: token) }
+    }
+
+    private func notifyObservers(_ changes: [StoreChange]) {
+        guard !changes.isEmpty else { return }
+        for observer in observers.withLock({ Array($0.values) }) { observer(changes) }
+    }
 
     /// A new subscription, starting now.
     func subscribe() -> AsyncStream<StoreChange> {
@@ -48,6 +71,7 @@ final class ChangeFeed: Sendable {
             }
             return Array(state.subscribers.values)
         }
+        notifyObservers(changes)
         for subscriber in subscribers {
             for change in changes { subscriber.yield(change) }
         }
@@ -58,6 +82,7 @@ final class ChangeFeed: Sendable {
         state.withLock { state in
             state.watermark = sequence
             state.publishedAbove = []
+            if followGeneration.load(ordering: .acquiring) % 2 == 0 { followGeneration.add(1, ordering: .acquiringAndReleasing) }
         }
     }
 
@@ -66,6 +91,7 @@ final class ChangeFeed: Sendable {
         state.withLock { state in
             state.watermark = nil
             state.publishedAbove = []
+            if followGeneration.load(ordering: .acquiring) % 2 == 1 { followGeneration.add(1, ordering: .acquiringAndReleasing) }
         }
     }
 
@@ -84,6 +110,7 @@ final class ChangeFeed: Sendable {
             }
             return (fresh, Array(state.subscribers.values))
         }
+        notifyObservers(fresh)
         for subscriber in subscribers {
             for change in fresh { subscriber.yield(change) }
         }

@@ -147,7 +147,13 @@ enum FileSystem {
         guard info.st_mode & S_IFMT == S_IFREG else {
             throw SystemCallError(call: "open", path: path(), errno: EISDIR)
         }
-        let expected = max(Int(info.st_size), 0)
+        return try readToEnd(fd, size: Int(info.st_size), path: path())
+    }
+
+    /// Reads an open file from its current offset to its end; `size` is what `fstat` gave.
+    /// The corresponding C function is `read`.
+    static func readToEnd(_ fd: Int32, size: Int, path: @autoclosure () -> String) throws -> Data {
+        let expected = max(size, 0)
         var capacity = expected + 1
         var data = Data(count: capacity)
         var count = 0

@@ -1,0 +1,108 @@
+import ArchiveCache
+import ArchiveStore
+import Foundation
+import Synchronization
+import Testing
+
+// What the cache's tests share: real store directories under the temp directory, a second
+// process that writes a store's files (a shell, or the built `archive-sync`), and a wait
+// with a generous deadline (the tests run in parallel on a loaded two-core machine).
+
+/// How long any wait in these tests may take before the test fails.
+let patience: Duration = .seconds(15)
+
+/// The model the tests cache.
+struct Person: Codable, Equatable, Sendable {
+    var name: String
+    var age: Int
+    /// Padding, so that tests can give objects a known size.
+    var note: String = ""
+}
+
+/// Another model, for the wrong-type tests.
+struct Dog: Codable, Equatable, Sendable {
+    var breed: String
+}
+
+/// A thread-safe counter for fetch closures.
+final class Counter: Sendable {
+    private let value = Atomic<Int>(0)
+    func increment() { value.add(1, ordering: .relaxed) }
+    var count: Int { value.load(ordering: .relaxed) }
+}
+
+/// Makes a fresh store in a fresh temp directory, passes it to `body`, and removes it afterwards.
+func withStore<T>(_ body: (ArchiveStore) async throws -> T) async throws -> T {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("archive-cache-tests-\(UUID().uuidString)", isDirectory: true)
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: false)
+    let path = url.resolvingSymlinksInPath().path
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    return try await body(try ArchiveStore(directory: path + "/store"))
+}
+
+/// The path of `key`'s JSON file in the `Person` collection.
+func personFile(_ store: ArchiveStore, _ key: String) -> String { store.path + "/Person/\(key).json" }
+
+/// Runs `script` with `/bin/sh -c` in a second process and waits for it; fails unless it exits 0.
+func shell(_ script: String, _ arguments: String...) throws {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = ["-c", script, "sh"] + arguments
+    try process.run()
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 0, "sh -c \(script) exited \(process.terminationStatus)")
+}
+
+/// Another program replacing a file as editors do: write a temp file, then rename it over the target.
+func replaceFromAnotherProcess(_ path: String, with text: String) throws {
+    try shell(#"printf '%s' "$1" > "$2.tmp-edit" && mv "$2.tmp-edit" "$2""#, text, path)
+}
+
+/// Rewrites a file in place from this process with plain writes (no truncation, same inode).
+func rewriteInPlace(_ path: String, _ text: String) throws {
+    let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+    try handle.write(contentsOf: Data(text.utf8))
+    try handle.close()
+}
+
+/// The built `archive-sync`, beside the running test executable, or else `ARCHIVE_SYNC_BIN`.
+let archiveSyncBinary: String? = {
+    let fileManager = FileManager.default
+    if let executable = try? fileManager.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+        let candidate = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("archive-sync").path
+        if fileManager.isExecutableFile(atPath: candidate) { return candidate }
+    }
+    if let fromEnvironment = ProcessInfo.processInfo.environment["ARCHIVE_SYNC_BIN"], fileManager.isExecutableFile(atPath: fromEnvironment) {
+        return fromEnvironment
+    }
+    return nil
+}()
+
+/// `archive-sync put STORE ID` with `json` on stdin, in a second process with its own store.
+func putFromAnotherProcess(_ store: ArchiveStore, _ id: String, _ json: String) throws {
+    let binary = try #require(archiveSyncBinary, "the archive-sync binary is not beside the test executable; build it or set ARCHIVE_SYNC_BIN")
+    try shell(#"printf '%s' "$1" | "$2" put "$3" "$4" > /dev/null"#, json, binary, store.path, id)
+}
+
+/// Waits until `condition` holds, polling every 5 ms; throws when `patience` runs out.
+func eventually(_ what: String, timeout: Duration = patience, _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    Issue.record("timed out waiting for \(what)")
+    throw CancellationError()
+}
+
+/// The bytes the store's `Person` collection takes on disk, from the manifest.
+func collectionBytes(_ store: ArchiveStore, _ name: String = "Person") throws -> Int {
+    try store.collections().first { $0.name == name }?.bytes ?? 0
+}
+
+/// Sets a file's modification time a minute back, as if written long ago: without a watcher,
+/// the cache reads a file modified within the last 2 s again on every hit (a same-size
+/// rewrite within one clock tick would keep its stamp).
+func age(_ path: String) throws {
+    try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -60)], ofItemAtPath: path)
+}
