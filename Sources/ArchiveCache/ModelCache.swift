@@ -488,8 +488,8 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         let victims = try store.leastRecentlyUsed(
             in: diskLimit.scope == .collection ? collection : nil, over: diskLimit.bytes, keeping: [id])
         guard !victims.isEmpty else { return }
-        try store.removeObjects(victims.map(\.id))
-        state.withLock { $0.statistics.diskEvictions += victims.count }
+        let evicted = try store.removeObjects(victims)
+        state.withLock { $0.statistics.diskEvictions += evicted }
     }
 
     /// Keeps `entry` in memory unless the key changed since `seen` was taken (for a save:

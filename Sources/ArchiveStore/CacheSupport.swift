@@ -38,6 +38,8 @@ package struct StampedObject<Value> {
 package struct ObjectUse: Sendable {
     package var id: ObjectID
     package var size: Int
+    /// The contents it held when chosen: it is removed only if it still holds them.
+    package var hash: ContentHash?
 }
 
 /// A read-only connection of the cache's own to the manifest, for the one query a cache miss
@@ -220,7 +222,7 @@ extension ArchiveStore {
                 var victims: [ObjectUse] = []
                 try tx.db.query(
                     """
-                    SELECT o.collection, o.key, o.size FROM objects o
+                    SELECT o.collection, o.key, o.size, o.hash FROM objects o
                     LEFT JOIN cache_entries e ON e.collection = o.collection AND e.key = o.key
                     WHERE o.deleted = 0 \(scope)
                     ORDER BY max(o.modified, coalesce(e.accessed, 0)), o.collection, o.key
@@ -230,7 +232,7 @@ extension ArchiveStore {
                     let id = ObjectID(unchecked: row.text(0), key: row.text(1))
                     if keeping.contains(id) { return }
                     let size = Int(row.int(2))
-                    victims.append(ObjectUse(id: id, size: size))
+                    victims.append(ObjectUse(id: id, size: size, hash: row.isNull(3) ? nil : ContentHash(bytes: row.blob(3))))
                     total -= size
                 }
                 return victims
@@ -238,20 +240,33 @@ extension ArchiveStore {
         }
     }
 
-    /// Removes objects as one batch (one durability barrier) and forgets their cache metadata.
-    package func removeObjects(_ ids: [ObjectID]) throws {
-        guard !ids.isEmpty else { return }
-        try apply(ids.map { PendingWrite(id: $0, file: "", content: nil) })
+    /// Removes objects as one batch (one durability barrier) and forgets their cache metadata;
+    /// an object that no longer holds the contents it had when chosen (another process saved
+    /// it meanwhile) is left alone.
+    /// - Returns: how many it removed.
+    @discardableResult
+    package func removeObjects(_ victims: [ObjectUse]) throws -> Int {
+        guard !victims.isEmpty else { return 0 }
+        let removed = try applyChecked(
+            victims.map { victim in
+                var write = PendingWrite(id: victim.id, file: "", content: nil)
+                write.condition = WriteCondition(liveHash: victim.hash)
+                return write
+            })
+        let ids = zip(victims, removed).compactMap { victim, version in version == nil ? nil : victim.id }
         try forgetCacheMetadata(ids)
+        return ids.count
     }
 
-    /// Removes `id` when its current version still has an expiry at or before `now`.
+    /// Removes `id` when its current version still has an expiry at or before `now`, unless
+    /// another process saves it meanwhile.
     /// - Returns: true when it removed it.
     @discardableResult
     package func removeIfExpired(_ id: ObjectID, now: Int64) throws -> Bool {
-        guard let expires = try cacheExpiry(of: id), expires <= now else { return false }
-        try removeObjects([id])
-        return true
+        guard let expires = try cacheExpiry(of: id), expires <= now,
+            let row = try withManifest({ try $0.read { try $0.object(id) } }), !row.isDeleted
+        else { return false }
+        return try removeObjects([ObjectUse(id: id, size: row.size, hash: row.hash)]) == 1
     }
 
     /// The objects of `collection` whose current version has expired by `now`.
@@ -273,6 +288,7 @@ extension ArchiveStore {
 
     /// Drops the cache's rows for these objects.
     private func forgetCacheMetadata(_ ids: [ObjectID]) throws {
+        guard !ids.isEmpty else { return }
         try withManifest {
             try $0.write { tx in
                 for id in ids {

@@ -190,6 +190,7 @@ extension ArchiveStore {
             let file = FileName.join(stem: FileName.encode(object.id.key), extension: object.fileExtension)
             var write = PendingWrite(id: object.id, file: object.content == nil ? "" : file, content: object.content)
             write.incoming = object.version
+            write.condition = WriteCondition(liveHash: object.version.expected)
             writes.append(write)
         }
         return try applyChecked(writes).map { $0 != nil }
@@ -288,18 +289,27 @@ package final class StoreLock: Sendable {
     deinit { close(fd) }
 }
 
+/// What an object must hold for a conditional write to go ahead: these live contents, or
+/// (nil) no live object.
+struct WriteCondition: Sendable {
+    var liveHash: ContentHash?
+}
+
 extension ArchiveStore {
-    /// True when a sync's write may go ahead: its object holds what the sync planned from, in
-    /// the manifest and on disk (a file changed or created since the last scan, which the
+    /// True when a conditional write may go ahead: its object holds what the condition names,
+    /// in the manifest and on disk (a file changed or created since the last scan, which the
     /// manifest has not recorded yet, must not be overwritten either).
     func stillExpected(_ write: PendingWrite, directory: FileHandle?, tx: ManifestTransaction) throws -> Bool {
-        guard let incoming = write.incoming else { return true }
+        guard let condition = write.condition else { return true }
         let live = try tx.object(write.id).flatMap { $0.isDeleted ? nil : $0 }
-        guard live?.hash == incoming.expected else { return false }
+        guard live?.hash == condition.liveHash else { return false }
         guard let directory else { return live == nil }
         if let live {
-            let status = try FileSystem.status(live.file, in: directory.fd, path: directory.path + "/" + live.file)
-            return status?.kind == .regular && status?.stamp == live.stamp
+            let where_ = directory.path + "/" + live.file
+            guard let status = try FileSystem.status(live.file, in: directory.fd, path: where_), status.kind == .regular else { return false }
+            if status.stamp == live.stamp { return true }
+            // Touched since it was recorded: still as expected only if its bytes are.
+            return try FileSystem.readFile(live.file, in: directory.fd, path: where_).map(ContentHash.init(of:)) == live.hash
         }
         guard !write.file.isEmpty else { return true }
         return try FileSystem.status(write.file, in: directory.fd, path: directory.path + "/" + write.file) == nil

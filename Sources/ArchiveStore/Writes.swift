@@ -16,9 +16,10 @@ struct PendingWrite: Sendable {
     var schemaVersion: Int?
     /// The temp file's stamp once written (a rename keeps it).
     var stamp: FileStamp?
-    /// Set for a sync's write: the version as the other replica recorded it, and what this
-    /// store must still hold for the write to go ahead.
+    /// Set for a sync's write: the version as the other replica recorded it.
     var incoming: IncomingVersion?
+    /// When set, the write goes ahead only while its object still holds these contents.
+    var condition: WriteCondition?
 
     init(id: ObjectID, file: String, content: Data?, schemaVersion: Int? = nil) {
         self.id = id
@@ -68,10 +69,11 @@ extension ArchiveStore {
         try applyChecked(requested).map { $0 ?? 0 }
     }
 
-    /// ``apply(_:)``, where a sync's write (one with ``PendingWrite/incoming``) is skipped when
-    /// its object no longer holds what the sync planned from: another process changed it,
-    /// in the manifest or only on disk so far. Checked in both transactions, the second time
-    /// just before the renames, so a change made meanwhile is never overwritten.
+    /// ``apply(_:)``, where a write with a ``PendingWrite/condition`` is skipped when its object
+    /// no longer holds what the condition names: another process changed it, in the manifest
+    /// or only on disk so far. Checked in both transactions, the second time just before the
+    /// renames, so a change made meanwhile is never overwritten (a sync's writes, a cache's
+    /// evictions).
     ///
     /// - Returns: each object's version afterwards, or nil for a skipped write.
     func applyChecked(_ requested: [PendingWrite]) throws -> [Int?] {
@@ -107,7 +109,7 @@ extension ArchiveStore {
     /// What ``apply(_:)`` will write.
     private struct WritePlan: Sendable {
         /// The version of each requested write already stored as asked; nil for those to write
-        /// and for a sync's writes skipped because their object changed.
+        /// and for conditional writes skipped because their object changed.
         var versions: [Int?]
         /// Indices of the writes to make, in order.
         var needed: [Int] = []
@@ -123,7 +125,7 @@ extension ArchiveStore {
         for write in writes { occurrences[write.id, default: 0] += 1 }
         var plan = WritePlan(versions: Array(repeating: nil, count: writes.count))
         for (index, write) in writes.enumerated() {
-            if let incoming = write.incoming, try tx.liveHash(write.id) != incoming.expected { continue }
+            if let condition = write.condition, try tx.liveHash(write.id) != condition.liveHash { continue }
             if occurrences[write.id] == 1, let version = try storedVersion(matching: write, tx: tx) {
                 plan.versions[index] = version
                 continue
@@ -186,9 +188,9 @@ extension ArchiveStore {
     ) throws -> [Int?] {
         var versions: [Int?] = []
         var touched: Set<ExactName> = []
-        // A sync's writes whose object changed since they were planned: their temp files go.
+        // Conditional writes whose object changed since they were planned: their temp files go.
         var skipped: Set<Int> = []
-        for (index, write) in writes.enumerated() where write.incoming != nil {
+        for (index, write) in writes.enumerated() where write.condition != nil {
             let directory = directories[ExactName(write.id.collection)]
             if try !stillExpected(write, directory: directory, tx: tx) {
                 skipped.insert(index)

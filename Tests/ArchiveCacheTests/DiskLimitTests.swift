@@ -49,3 +49,24 @@ import Testing
         }
     }
 }
+
+@Suite("Cache: removals never take a newer save")
+struct ConditionalRemovalTests {
+    /// An eviction or expiry chooses an object by the contents it held; another process (here,
+    /// a second store object) saving it before the removal lands keeps it: the removal is
+    /// skipped, the newer save stays on disk and in the manifest.
+    @Test func anObjectSavedAfterItWasChosenIsNotRemoved() async throws {
+        try await withStore { store in
+            try store.prepareCacheTable()
+            try store.save(Person(name: "Ada", age: 36), forKey: "ada")
+            try store.save(Person(name: "Grace", age: 85), forKey: "grace")
+            let victims = try store.leastRecentlyUsed(in: "Person", over: 0, keeping: [])
+            #expect(victims.map(\.id.key) == ["ada", "grace"])
+            let other = try ArchiveStore(directory: store.path)
+            try other.save(Person(name: "Ada", age: 37), forKey: "ada")  // after the choice
+            #expect(try store.removeObjects(victims) == 1)
+            #expect(try store.load(Person.self, forKey: "ada") == Person(name: "Ada", age: 37))
+            #expect(try store.load(Person.self, forKey: "grace") == nil)
+        }
+    }
+}
