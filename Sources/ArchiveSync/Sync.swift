@@ -145,22 +145,25 @@ public final class Sync: Sendable {
             existingCopies[side] = Dictionary(copies.compactMap { $0.flatMap { e in e.hash.map { (e.id, $0) } } }, uniquingKeysWith: { a, _ in a })
         }
 
-        var writes: [SyncSide: [(IncomingObject, Tally)]] = [.a: [], .b: []]
+        // Each write, what it counts as, and the vector merge the sending side makes once it
+        // has landed (the sender has then seen what the receiver had).
+        var writes: [SyncSide: [(object: IncomingObject, tally: Tally, then: VectorMerge?)]] = [.a: [], .b: []]
         var merges: [SyncSide: [VectorMerge]] = [.a: [], .b: []]
-        /// Queues `entry` (bytes read on `from`) for the other side; false when its bytes
-        /// changed after the manifest was read, which the next sync will pick up.
-        func send(_ entry: ReplicaEntry, from: SyncSide, as id: ObjectID, vector: VersionVector, expected: ContentHash?, tally: Tally) -> Bool {
+        /// Queues `entry` (bytes read on `from`) for the other side, unless its bytes changed
+        /// after the manifest was read (the next sync picks that up).
+        func send(_ entry: ReplicaEntry, from: SyncSide, vector: VersionVector, expected: ContentHash?, tally: Tally) {
             var content: Data?
             if !entry.isDeleted {
                 guard let data = contents[from]![entry.id] else {
                     report.skipped.append(.init(id: entry.id.description, side: from))
-                    return false
+                    return
                 }
                 content = data
             }
             let version = IncomingVersion(vector: vector, modified: entry.modified, author: entry.author, expected: expected)
-            writes[from.other]!.append((IncomingObject(id: id, fileExtension: fileExtension(entry.file), content: content, version: version), tally))
-            return true
+            let then = vector == entry.vector ? nil : VectorMerge(id: entry.id, hash: entry.hash, vector: vector)
+            writes[from.other]!.append(
+                (IncomingObject(id: entry.id, fileExtension: fileExtension(entry.file), content: content, version: version), tally, then))
         }
         for action in actions {
             switch action {
@@ -170,10 +173,7 @@ public final class Sync: Sendable {
                 merges[.a]!.append(merge)
                 merges[.b]!.append(merge)
             case .copy(let to, let source, let target, let vector):
-                let tally = Tally.copy(to: to, deleted: source.isDeleted)
-                guard send(source, from: to.other, as: source.id, vector: vector, expected: target?.liveHash, tally: tally) else { continue }
-                // Edit beat delete: the surviving side records the merged vector too.
-                if vector != source.vector { merges[to.other]!.append(VectorMerge(id: source.id, hash: source.hash, vector: vector)) }
+                send(source, from: to.other, vector: vector, expected: target?.liveHash, tally: .copy(to: to, deleted: source.isDeleted))
             case .conflict(let winner, let kept, let lost, let vector, let copy):
                 let loser = winner.other
                 guard let lostBytes = contents[loser]![lost.id] else {
@@ -186,36 +186,38 @@ public final class Sync: Sendable {
                         let version = IncomingVersion(
                             vector: lost.vector, modified: lost.modified, author: lost.author, expected: existingCopies[side]![copy])
                         writes[side]!.append(
-                            (IncomingObject(id: copy, fileExtension: fileExtension(lost.file), content: lostBytes, version: version), .conflictCopy))
+                            (
+                                IncomingObject(id: copy, fileExtension: fileExtension(lost.file), content: lostBytes, version: version),
+                                .conflictCopy, nil
+                            ))
                     }
                 }
                 let conflict = SyncReport.Conflict(id: kept.id.description, winner: winner, copy: copy?.description)
-                guard send(kept, from: winner, as: kept.id, vector: vector, expected: lost.hash, tally: .conflict(conflict)) else { continue }
-                merges[winner]!.append(VectorMerge(id: kept.id, hash: kept.hash, vector: vector))
+                send(kept, from: winner, vector: vector, expected: lost.hash, tally: .conflict(conflict))
             }
         }
         for side in SyncSide.allCases {
             let queued = writes[side]!
-            if !queued.isEmpty {
-                let applied = try replica(side).apply(queued.map(\.0))
-                for ((object, tally), ok) in zip(queued, applied) {
-                    guard ok else {
-                        report.skipped.append(.init(id: object.id.description, side: side))
-                        continue
-                    }
-                    switch tally {
-                    case .copy(.a, false): report.copiedToA += 1
-                    case .copy(.b, false): report.copiedToB += 1
-                    case .copy(.a, true): report.deletedOnA += 1
-                    case .copy(.b, true): report.deletedOnB += 1
-                    case .conflict(let conflict): report.conflicts.append(conflict)
-                    case .conflictCopy: break
-                    }
+            guard !queued.isEmpty else { continue }
+            let applied = try replica(side).apply(queued.map(\.object))
+            for (write, ok) in zip(queued, applied) {
+                guard ok else {
+                    report.skipped.append(.init(id: write.object.id.description, side: side))
+                    continue
+                }
+                if let then = write.then { merges[side.other]!.append(then) }
+                switch write.tally {
+                case .copy(.a, false): report.copiedToA += 1
+                case .copy(.b, false): report.copiedToB += 1
+                case .copy(.a, true): report.deletedOnA += 1
+                case .copy(.b, true): report.deletedOnB += 1
+                case .conflict(let conflict): report.conflicts.append(conflict)
+                case .conflictCopy: break
                 }
             }
-            if !merges[side]!.isEmpty {
-                try replica(side).mergeVectors(merges[side]!)
-            }
+        }
+        for side in SyncSide.allCases where !merges[side]!.isEmpty {
+            try replica(side).mergeVectors(merges[side]!)
         }
         report.merged += actions.count { if case .merge = $0 { return true } else { return false } }
     }
