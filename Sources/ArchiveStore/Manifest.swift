@@ -37,6 +37,17 @@ struct WriteIntent: Sendable {
         /// The new contents' hash: finding it in `file` tells recovery that the rename happened.
         var hash: ContentHash?
         var schemaVersion: Int?
+        /// A sync's write: the version as its other replica recorded it, which recovery
+        /// records too (rather than taking a landed sync write for this replica's own edit).
+        var vector: VersionVector? = nil
+        var modified: Int64? = nil
+        var author: ReplicaID? = nil
+
+        /// The sync's version this write carries, if it is a sync's.
+        var incoming: IncomingVersion? {
+            guard let vector, let modified, let author else { return nil }
+            return IncomingVersion(vector: vector, modified: modified, author: author, expected: nil)
+        }
     }
 
     var id: Int64
@@ -266,6 +277,13 @@ final class ManifestTransaction {
         return stored
     }
 
+    /// Takes the next change sequence number for a row that changes in this transaction.
+    func nextSequence() throws -> Int {
+        let next = try currentSequence() + 1
+        sequence = next
+        return next
+    }
+
     // MARK: Objects
 
     private static let objectColumns = """
@@ -437,8 +455,7 @@ final class ManifestTransaction {
         if let incoming = change.incoming { vector = incoming.vector } else { vector.increment(replica) }
         let modified = change.incoming?.modified ?? now
         let author = change.incoming?.author ?? replica
-        let sequence = try currentSequence() + 1
-        self.sequence = sequence
+        let sequence = try nextSequence()
         let size = change.content?.count ?? 0
         let hashValue: SQLValue = change.hash.map { .blob($0.bytes) } ?? .null
         let schemaValue: SQLValue = change.schemaVersion.map { .integer(Int64($0)) } ?? .null

@@ -197,8 +197,8 @@ extension ArchiveStore {
     }
 
     /// Sets the version vectors of objects both replicas hold alike; an object whose contents
-    /// are no longer `hash` is left alone. No new version, no change sequence: the contents
-    /// did not change.
+    /// are no longer `hash` is left alone. No new version (the contents did not change), but
+    /// a new change sequence, so that the merged vector reaches the store's other peers.
     package func mergeVectors(_ merges: [VectorMerge]) throws {
         guard !merges.isEmpty else { return }
         try withManifest {
@@ -206,9 +206,10 @@ extension ArchiveStore {
                 for merge in merges {
                     guard let row = try tx.object(merge.id), row.isDeleted == (merge.hash == nil), row.isDeleted || row.hash == merge.hash
                     else { continue }
+                    guard row.vector != merge.vector else { continue }
                     try tx.db.run(
-                        "UPDATE objects SET vector = ? WHERE collection = ? AND key = ?",
-                        [.text(merge.vector.description), .text(merge.id.collection), .text(merge.id.key)])
+                        "UPDATE objects SET vector = ?, seq = ?, origin = 'sync' WHERE collection = ? AND key = ?",
+                        [.text(merge.vector.description), .integer(Int64(try tx.nextSequence())), .text(merge.id.collection), .text(merge.id.key)])
                 }
             }
         }

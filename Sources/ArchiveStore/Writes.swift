@@ -134,7 +134,8 @@ extension ArchiveStore {
             plan.entries.append(
                 WriteIntent.Entry(
                     collection: write.id.collection, key: write.id.key, file: write.file, temp: write.content == nil ? nil : tempName(),
-                    hash: write.hash, schemaVersion: write.schemaVersion))
+                    hash: write.hash, schemaVersion: write.schemaVersion, vector: write.incoming?.vector, modified: write.incoming?.modified,
+                    author: write.incoming?.author))
         }
         if !plan.needed.isEmpty { plan.intent = try tx.addIntent(plan.entries) }
         return plan
@@ -295,7 +296,9 @@ extension ArchiveStore {
                         try FileSystem.removeFile(current.file, in: directory.fd, path: where_ + current.file)
                     }
                     try FileSystem.sync(directory.fd, path: directory.path)
-                    try reconcileFile(entry.file, of: id, in: directory.fd, tx: tx, schemaVersion: entry.schemaVersion)
+                    try reconcileFile(
+                        entry.file, of: id, in: directory.fd, tx: tx, schemaVersion: entry.schemaVersion,
+                        incoming: entry.incoming.map { ($0, entry.hash!) })
                 } else if let current {
                     try reconcileFile(current.file, of: id, in: directory.fd, tx: tx)
                 } else if !entry.file.isEmpty {
@@ -307,9 +310,13 @@ extension ArchiveStore {
     }
 
     /// Records what is on disk for one object's file, as a scan would: a changed file is a new
-    /// version, a missing one a delete, an unchanged one nothing.
+    /// version, a missing one a delete, an unchanged one nothing. A file holding the bytes a
+    /// sync's write carried (`incoming`) is recorded as that sync's version.
     @discardableResult
-    func reconcileFile(_ file: String, of id: ObjectID, in directory: Int32, tx: ManifestTransaction, schemaVersion: Int? = nil) throws
+    func reconcileFile(
+        _ file: String, of id: ObjectID, in directory: Int32, tx: ManifestTransaction, schemaVersion: Int? = nil,
+        incoming: (version: IncomingVersion, hash: ContentHash)? = nil
+    ) throws
         -> StoreChange?
     {
         let where_ = path + "/" + FileName.encode(id.collection) + "/" + file
@@ -320,10 +327,12 @@ extension ArchiveStore {
         }
         if let existing, !existing.isDeleted, existing.file == file, existing.stamp == status.stamp, !existing.racy { return nil }
         guard let content = try FileSystem.readFile(file, in: directory, path: where_) else { return nil }
+        let hash = ContentHash(of: content)
+        let synced = incoming?.hash == hash ? incoming?.version : nil
         return try tx.record(
             RecordedChange(
-                id: id, file: file, content: content, hash: ContentHash(of: content), stamp: status.stamp,
-                schemaVersion: schemaVersion ?? existing?.schemaVersion, origin: .external),
+                id: id, file: file, content: content, hash: hash, stamp: status.stamp,
+                schemaVersion: schemaVersion ?? existing?.schemaVersion, origin: synced == nil ? .external : .sync, incoming: synced),
             existing: existing)
     }
 }

@@ -89,8 +89,10 @@ package enum SyncPlanner {
     }
 
     /// The id of a conflict copy: the key, `.conflict-`, the first 8 characters of the replica
-    /// that made the losing version, and when (UTC): `person1.conflict-3f2a9c1b-20261123T163012Z`.
-    /// Both sides derive the same name; nil when the key is too long to take the suffix.
+    /// that made the losing version, when (UTC), and the first 8 hex digits of its contents'
+    /// hash: `person1.conflict-3f2a9c1b-20261123T163012Z-9e1c04aa`. Both sides derive the same
+    /// name, and two losing versions never share one. A key too long to take the suffix is
+    /// cut short (on a character boundary) to make room.
     package static func conflictCopyID(of lost: ReplicaEntry) -> ObjectID? {
         let seconds = Int(lost.modified / 1_000_000_000)
         var time = tm()
@@ -100,7 +102,16 @@ package enum SyncPlanner {
             format: "%04d%02d%02dT%02d%02d%02dZ", Int(time.tm_year) + 1900, Int(time.tm_mon) + 1, Int(time.tm_mday), Int(time.tm_hour),
             Int(time.tm_min), Int(time.tm_sec))
         let replica = String(lost.author.rawValue.prefix(8))
-        return try? ObjectID(collection: lost.id.collection, key: "\(lost.id.key)\(conflictMarker)\(replica)-\(stamp)")
+        let content = String((lost.hash?.description ?? "").prefix(8))
+        let suffix = "\(conflictMarker)\(replica)-\(stamp)-\(content)"
+        var key = ""
+        var room = ObjectID.maximumLength - suffix.utf8.count
+        for scalar in lost.id.key.unicodeScalars {
+            room -= String(scalar).utf8.count
+            if room < 0 { break }
+            key.unicodeScalars.append(scalar)
+        }
+        return try? ObjectID(collection: lost.id.collection, key: key + suffix)
     }
 
     /// What every conflict copy's key holds.
@@ -109,10 +120,10 @@ package enum SyncPlanner {
     /// True when `key` names a conflict copy.
     package static func isConflictCopy(_ key: String) -> Bool {
         guard let range = key.range(of: conflictMarker, options: .backwards) else { return false }
-        let suffix = key[range.upperBound...]
-        // 8 replica characters, '-', yyyyMMddTHHmmssZ
-        let parts = suffix.split(separator: "-", maxSplits: 1)
-        return parts.count == 2 && parts[1].count == 16 && parts[1].hasSuffix("Z") && parts[1].dropFirst(8).first == "T"
+        // 8 replica characters, yyyyMMddTHHmmssZ, 8 hex digits of the contents' hash
+        let parts = key[range.upperBound...].split(separator: "-", omittingEmptySubsequences: false)
+        return parts.count == 3 && parts[1].count == 16 && parts[1].hasSuffix("Z") && parts[1].dropFirst(8).first == "T"
+            && parts[2].count == 8 && parts[2].allSatisfy(\.isHexDigit)
     }
 }
 

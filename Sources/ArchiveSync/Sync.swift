@@ -66,7 +66,7 @@ public final class Sync: Sendable {
         if options.dryRun { return planned }
         let total = planned.changes + planned.merged
         guard total > 0 else {
-            try moveCheckpoints(walk)
+            try moveCheckpoints(walk, after: report)
             return report
         }
         if !options.force {
@@ -83,7 +83,7 @@ public final class Sync: Sendable {
             done += actions.count { $0 != .none }
             options.progress?(min(done, total), total)
         }
-        try moveCheckpoints(walk)
+        try moveCheckpoints(walk, after: report)
         return report
     }
 
@@ -111,7 +111,7 @@ public final class Sync: Sendable {
     /// What one write of a sync counts as in the report, once the side has applied it.
     private enum Tally {
         case copy(to: SyncSide, deleted: Bool)
-        case conflict(SyncReport.Conflict)
+        case conflict(SyncReport.Conflict, copy: ObjectID?)
         /// A conflict copy: reported with its conflict.
         case conflictCopy
     }
@@ -181,7 +181,6 @@ public final class Sync: Sendable {
                     continue
                 }
                 if let copy {
-                    // Saved on both sides before the loser's side gives up the id.
                     for side in SyncSide.allCases where existingCopies[side]![copy] != lost.hash {
                         let version = IncomingVersion(
                             vector: lost.vector, modified: lost.modified, author: lost.author, expected: existingCopies[side]![copy])
@@ -193,28 +192,45 @@ public final class Sync: Sendable {
                     }
                 }
                 let conflict = SyncReport.Conflict(id: kept.id.description, winner: winner, copy: copy?.description)
-                send(kept, from: winner, vector: vector, expected: lost.hash, tally: .conflict(conflict))
+                send(kept, from: winner, vector: vector, expected: lost.hash, tally: .conflict(conflict, copy: copy))
             }
         }
-        for side in SyncSide.allCases {
-            let queued = writes[side]!
-            guard !queued.isEmpty else { continue }
-            let applied = try replica(side).apply(queued.map(\.object))
-            for (write, ok) in zip(queued, applied) {
-                guard ok else {
-                    report.skipped.append(.init(id: write.object.id.description, side: side))
-                    continue
+        // Conflict copies land first, on both sides, in batches of their own: a loser's side
+        // gives up the id only once the losing version is saved beside it.
+        var copied = existingCopies.mapValues { Set($0.keys) }
+        for copies in [true, false] {
+            for side in SyncSide.allCases {
+                let queued = writes[side]!.filter { write in
+                    if case .conflictCopy = write.tally { return copies }
+                    if !copies, case .conflict(_, let copy?) = write.tally {
+                        return copied[side]!.contains(copy)
+                    }
+                    return !copies
                 }
-                if let then = write.then { merges[side.other]!.append(then) }
-                switch write.tally {
-                case .copy(.a, false): report.copiedToA += 1
-                case .copy(.b, false): report.copiedToB += 1
-                case .copy(.a, true): report.deletedOnA += 1
-                case .copy(.b, true): report.deletedOnB += 1
-                case .conflict(let conflict): report.conflicts.append(conflict)
-                case .conflictCopy: break
+                guard !queued.isEmpty else { continue }
+                let applied = try replica(side).apply(queued.map(\.object))
+                for (write, ok) in zip(queued, applied) {
+                    guard ok else {
+                        report.skipped.append(.init(id: write.object.id.description, side: side))
+                        continue
+                    }
+                    if let then = write.then { merges[side.other]!.append(then) }
+                    switch write.tally {
+                    case .copy(.a, false): report.copiedToA += 1
+                    case .copy(.b, false): report.copiedToB += 1
+                    case .copy(.a, true): report.deletedOnA += 1
+                    case .copy(.b, true): report.deletedOnB += 1
+                    case .conflict(let conflict, _): report.conflicts.append(conflict)
+                    case .conflictCopy: copied[side]!.insert(write.object.id)
+                    }
                 }
             }
+        }
+        // A kept version held back because its copy did not land on the loser's side waits
+        // for the next sync, as a skipped write does.
+        for write in SyncSide.allCases.flatMap({ side in writes[side]!.map { (side, $0) } }) {
+            guard case .conflict(let conflict, let copy?) = write.1.tally, !copied[write.0]!.contains(copy) else { continue }
+            report.skipped.append(.init(id: conflict.id, side: write.0))
         }
         for side in SyncSide.allCases where !merges[side]!.isEmpty {
             try replica(side).mergeVectors(merges[side]!)
@@ -223,8 +239,11 @@ public final class Sync: Sendable {
     }
 
     /// Moves each side's checkpoint of the other past everything this sync merged. Called
-    /// once every write is durable, never before.
-    private func moveCheckpoints(_ walk: Walk) throws {
+    /// once every write is durable, never before; not at all when a write was skipped (an
+    /// object changed meanwhile, perhaps only in its stamp, which gives it no new sequence):
+    /// the next sync then compares the same rows again.
+    private func moveCheckpoints(_ walk: Walk, after report: SyncReport) throws {
+        guard report.skipped.isEmpty else { return }
         try a.setCheckpoint(for: b.replica, to: b.sequenceAfterOwnWrites(since: walk.sequenceB))
         try b.setCheckpoint(for: a.replica, to: a.sequenceAfterOwnWrites(since: walk.sequenceA))
     }

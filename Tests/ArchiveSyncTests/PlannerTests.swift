@@ -79,7 +79,8 @@ struct PlannerTests {
         }
         #expect(winner == .b && kept == b && lost == a)
         #expect(vector == VersionVector([ra: 2, rb: 2]))
-        #expect(copy?.description == "Person/p1.conflict-aaaaaaaa-19700101T000005Z")
+        let hash = String(ContentHash(of: Data("from a".utf8)).description.prefix(8))
+        #expect(copy?.description == "Person/p1.conflict-aaaaaaaa-19700101T000005Z-\(hash)")
         #expect(SyncPlanner.isConflictCopy(copy!.key))
         #expect(!SyncPlanner.isConflictCopy("p1"))
     }
@@ -119,5 +120,28 @@ struct PlannerTests {
             Issue.record("expected a conflict")
             return
         }
+    }
+}
+
+@Suite("Conflict copies: names")
+struct ConflictCopyNameTests {
+    @Test func twoLosingVersionsInOneSecondGetTwoNames() {
+        let first = ReplicaEntry(
+            id: try! ObjectID(collection: "P", key: "x"), file: "x.json", vector: VersionVector(), hash: ContentHash(of: Data("1".utf8)),
+            size: 1, modified: 7_000_000_000, author: ReplicaID(rawValue: "aaaaaaaaaaaaaaaa"), isDeleted: false, sequence: 1)
+        var second = first
+        second.hash = ContentHash(of: Data("2".utf8))
+        #expect(SyncPlanner.conflictCopyID(of: first) != SyncPlanner.conflictCopyID(of: second))
+    }
+
+    @Test func aKeyTooLongForTheSuffixIsCutShortNotLeftWithoutACopy() throws {
+        let key = String(repeating: "é", count: 2_040)  // 4,080 bytes
+        let lost = ReplicaEntry(
+            id: try ObjectID(collection: "P", key: key), file: "long.json", vector: VersionVector(), hash: ContentHash(of: Data("1".utf8)),
+            size: 1, modified: 0, author: ReplicaID(rawValue: "aaaaaaaaaaaaaaaa"), isDeleted: false, sequence: 1)
+        let copy = try #require(SyncPlanner.conflictCopyID(of: lost))
+        #expect(copy.key.utf8.count <= ObjectID.maximumLength)
+        #expect(SyncPlanner.isConflictCopy(copy.key))
+        #expect(copy.key.hasPrefix(String(repeating: "é", count: 2_000)))
     }
 }
