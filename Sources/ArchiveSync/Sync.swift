@@ -54,7 +54,7 @@ public final class Sync: Sendable {
             a is LocalReplica && b is LocalReplica
             ? (try a.makeCurrent(), try b.makeCurrent())
             : try inParallel({ try self.a.makeCurrent() }, { try self.b.makeCurrent() })
-        let walk = try Walk(a: a, b: b)
+        let walk = try Walk(a: a, b: b, full: options.full)
         var report = SyncReport(a: a.name, b: b.name, dryRun: options.dryRun, incremental: walk.incremental, scannedA: scannedA, scannedB: scannedB)
 
         // First the plan alone: it says how much there is to do, and whether the safety valve trips.

@@ -9,16 +9,20 @@ public struct SyncOptions: Sendable {
     public var preference: SyncPreference?
     /// Go ahead even when the sync would delete more than half of a side's objects.
     public var force: Bool
+    /// Compare every object, not only what changed since the last sync (after a store was
+    /// restored from a backup, which its checkpoints cannot always tell).
+    public var full: Bool
     /// Called now and then with the objects handled so far and how many there are.
     public var progress: (@Sendable (_ done: Int, _ total: Int) -> Void)?
 
     public init(
-        dryRun: Bool = false, preference: SyncPreference? = nil, force: Bool = false,
+        dryRun: Bool = false, preference: SyncPreference? = nil, force: Bool = false, full: Bool = false,
         progress: (@Sendable (_ done: Int, _ total: Int) -> Void)? = nil
     ) {
         self.dryRun = dryRun
         self.preference = preference
         self.force = force
+        self.full = full
         self.progress = progress
     }
 }

@@ -16,14 +16,14 @@ struct Walk {
     private let mergedOfB: Int?
     private let mergedOfA: Int?
 
-    init(a: any SyncReplica, b: any SyncReplica) throws {
+    init(a: any SyncReplica, b: any SyncReplica, full: Bool) throws {
         self.a = a
         self.b = b
         sequenceA = try a.changeSequence()
         sequenceB = try b.changeSequence()
         // A checkpoint ahead of its store's sequence belongs to another life of that store
         // (restored from a backup, made anew): compare everything.
-        if let ofB = try a.checkpoint(for: b.replica), let ofA = try b.checkpoint(for: a.replica), ofB <= sequenceB, ofA <= sequenceA {
+        if !full, let ofB = try a.checkpoint(for: b.replica), let ofA = try b.checkpoint(for: a.replica), ofB <= sequenceB, ofA <= sequenceA {
             mergedOfB = ofB
             mergedOfA = ofA
         } else {

@@ -83,12 +83,15 @@ struct SyncCommand: ParsableCommand {
     @Flag(help: "Sync even when more than half of a side's objects would be deleted, and make a directory that is not a store one.")
     var force = false
 
+    @Flag(help: "Compare every object, not only what changed since the last sync (after restoring a store from a backup).")
+    var full = false
+
     @OptionGroup var output: OutputOptions
 
     func run() throws {
         let (a, b) = try stores.open(create: force)
         let progress = ProgressLine("synced")
-        let options = SyncOptions(dryRun: dryRun, preference: prefer, force: force, progress: { progress.update($0, $1) })
+        let options = SyncOptions(dryRun: dryRun, preference: prefer, force: force, full: full, progress: { progress.update($0, $1) })
         let report = try Sync(local: a, remote: b, options: options).runNow()
         progress.finish()
         if output.json { return try output.printJSON(report) }
