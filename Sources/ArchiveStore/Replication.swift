@@ -296,23 +296,38 @@ struct WriteCondition: Sendable {
     var liveHash: ContentHash?
 }
 
+/// What a conditional write's target must still look like on disk, checked just before the
+/// rename (or unlink) that replaces it: a file changed or created since the last scan, which
+/// the manifest has not recorded yet, must not be overwritten either.
+enum DiskExpectation: Sendable {
+    /// Nothing may stand at this name.
+    case absent(String)
+    /// The file holds these bytes (its recorded stamp, or failing that its hash, says so).
+    case holds(file: String, stamp: FileStamp?, hash: ContentHash?)
+}
+
 extension ArchiveStore {
-    /// True when a conditional write may go ahead: its object holds what the condition names,
-    /// in the manifest and on disk (a file changed or created since the last scan, which the
-    /// manifest has not recorded yet, must not be overwritten either).
-    func stillExpected(_ write: PendingWrite, directory: FileHandle?, tx: ManifestTransaction) throws -> Bool {
-        guard let condition = write.condition else { return true }
+    /// What a conditional write expects on disk, when the manifest still holds what its
+    /// condition names; nil when it does not (the write is skipped). Called under the write lock.
+    func diskExpectation(of write: PendingWrite, directoryExists: Bool, tx: ManifestTransaction) throws -> DiskExpectation? {
+        guard let condition = write.condition else { return nil }
         let live = try tx.object(write.id).flatMap { $0.isDeleted ? nil : $0 }
-        guard live?.hash == condition.liveHash else { return false }
-        guard let directory else { return live == nil }
-        if let live {
-            let where_ = directory.path + "/" + live.file
-            guard let status = try FileSystem.status(live.file, in: directory.fd, path: where_), status.kind == .regular else { return false }
-            if status.stamp == live.stamp { return true }
+        guard live?.hash == condition.liveHash else { return nil }
+        if let live { return directoryExists ? .holds(file: live.file, stamp: live.stamp, hash: live.hash) : nil }
+        return .absent(write.file)
+    }
+
+    /// True when the disk still looks as `expectation` says.
+    func diskMatches(_ expectation: DiskExpectation, in directory: FileHandle) throws -> Bool {
+        switch expectation {
+        case .absent(let file):
+            return try file.isEmpty || FileSystem.status(file, in: directory.fd, path: directory.path + "/" + file) == nil
+        case .holds(let file, let stamp, let hash):
+            let where_ = directory.path + "/" + file
+            guard let status = try FileSystem.status(file, in: directory.fd, path: where_), status.kind == .regular else { return false }
+            if status.stamp == stamp { return true }
             // Touched since it was recorded: still as expected only if its bytes are.
-            return try FileSystem.readFile(live.file, in: directory.fd, path: where_).map(ContentHash.init(of:)) == live.hash
+            return try FileSystem.readFile(file, in: directory.fd, path: where_).map(ContentHash.init(of:)) == hash
         }
-        guard !write.file.isEmpty else { return true }
-        return try FileSystem.status(write.file, in: directory.fd, path: directory.path + "/" + write.file) == nil
     }
 }

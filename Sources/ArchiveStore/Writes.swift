@@ -189,16 +189,23 @@ extension ArchiveStore {
     ) throws -> [Int?] {
         var versions: [Int?] = []
         var touched: Set<ExactName> = []
-        // Conditional writes whose object changed since they were planned: their temp files go.
+        // Conditional writes whose object changed since they were planned (in the manifest
+        // now, or on disk just before each rename, below) are skipped; their temp files go.
         var skipped: Set<Int> = []
-        for (index, write) in writes.enumerated() where write.condition != nil {
-            let directory = directories[ExactName(write.id.collection)]
-            if try !stillExpected(write, directory: directory, tx: tx) {
-                skipped.insert(index)
-                if let temp = entries[index].temp, let directory {
-                    try FileSystem.removeFile(temp, in: directory.fd, path: directory.path + "/" + temp)
-                }
+        var expectations: [Int: DiskExpectation] = [:]
+        func skip(_ index: Int) throws {
+            skipped.insert(index)
+            if let temp = entries[index].temp, let directory = directories[ExactName(writes[index].id.collection)] {
+                try FileSystem.removeFile(temp, in: directory.fd, path: directory.path + "/" + temp)
             }
+        }
+        for (index, write) in writes.enumerated() where write.condition != nil {
+            let directoryExists = directories[ExactName(write.id.collection)] != nil
+            guard let expectation = try diskExpectation(of: write, directoryExists: directoryExists, tx: tx) else {
+                try skip(index)
+                continue
+            }
+            expectations[index] = expectation
         }
         // A collection's first object: its directory may have been made by a process that
         // died before flushing the store's directory, so flush it here, before the commit.
@@ -209,11 +216,17 @@ extension ArchiveStore {
         // When no object is written twice, the renames are independent: do them first, on every core.
         let distinct = Set(writes.lazy.map(\.id)).count == writes.count
         if distinct {
-            try parallelMap(writes.count, threshold: 256) { [skipped] index in
+            let renamed = try parallelMap(writes.count, threshold: 256) { [skipped, expectations] index -> Bool in
                 guard !skipped.contains(index), let temp = entries[index].temp, let directory = directories[ExactName(writes[index].id.collection)]
-                else { return }
+                else { return true }
+                if let expectation = expectations[index], try !diskMatches(expectation, in: directory) {
+                    try FileSystem.removeFile(temp, in: directory.fd, path: directory.path + "/" + temp)
+                    return false
+                }
                 try FileSystem.rename(temp, to: writes[index].file, in: directory.fd, path: directory.path + "/" + writes[index].file)
+                return true
             }
+            for (index, done) in renamed.enumerated() where !done { skipped.insert(index) }
         }
         for (index, write) in writes.enumerated() {
             if skipped.contains(index) {
@@ -228,6 +241,13 @@ extension ArchiveStore {
                 continue
             }
             let where_ = directory.path + "/"
+            // Checked here when not already just before a rename above: a delete, or a batch
+            // that writes one object twice.
+            if !distinct || write.content == nil, let expectation = expectations[index], try !diskMatches(expectation, in: directory) {
+                try skip(index)
+                versions.append(nil)
+                continue
+            }
             var file = write.file
             if let temp = entries[index].temp {
                 if !distinct { try FileSystem.rename(temp, to: write.file, in: directory.fd, path: where_ + write.file) }
