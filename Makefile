@@ -5,7 +5,7 @@
 # Each installs the Debian packages it needs, and only when they are missing.
 
 SWIFT ?= swift
-APT_PACKAGES = libsqlite3-dev libinotifytools0-dev
+APT_PACKAGES = libsqlite3-dev libinotifytools0-dev openssh-server openssh-client
 BENCH_PACKAGES = rsync
 
 .PHONY: deps demo test bench build format

@@ -31,6 +31,17 @@ package enum Wire {
     package static let maximumCount = 10_000
     static let magic: (UInt8, UInt8) = (0xA5, 0x53)
 
+    /// One frame: the header, then `payload`.
+    package static func frame(_ kind: Kind, _ payload: [UInt8]) -> [UInt8] {
+        precondition(payload.count <= maximumFrame, "a frame over the protocol's limit")
+        var frame: [UInt8] = [magic.0, magic.1, kind.rawValue, 0]
+        frame.reserveCapacity(8 + payload.count)
+        let length = UInt32(payload.count)
+        frame += [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)]
+        frame += payload
+        return frame
+    }
+
     /// What a frame holds.
     package enum Kind: UInt8, Sendable {
         case hello = 1
@@ -63,12 +74,7 @@ package struct FrameChannel: Sendable {
 
     /// Writes one frame.
     package func send(_ kind: Wire.Kind, _ payload: [UInt8]) throws {
-        precondition(payload.count <= Wire.maximumFrame, "a frame over the protocol's limit")
-        var frame: [UInt8] = [Wire.magic.0, Wire.magic.1, kind.rawValue, 0]
-        frame.reserveCapacity(8 + payload.count)
-        let length = UInt32(payload.count)
-        frame += [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)]
-        frame += payload
+        let frame = Wire.frame(kind, payload)
         try frame.withUnsafeBytes { buffer in
             var offset = 0
             while offset < buffer.count {
