@@ -6,7 +6,7 @@
 
 SWIFT ?= swift
 APT_PACKAGES = libsqlite3-dev libinotifytools0-dev openssh-server openssh-client
-BENCH_PACKAGES = rsync
+BENCH_PACKAGES = rsync openssh-server openssh-client
 
 .PHONY: deps demo test bench build format
 
@@ -32,6 +32,9 @@ test: deps
 WATCH_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 # keyed-bench (the NSKeyedArchiver reader against NSKeyedUnarchiver) runs last. KEYED_BENCH_ARGS: e.g. --quick.
 KEYED_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
+# remote-bench (sync over ssh to an sshd of its own on 127.0.0.1, against rsync -e ssh) runs after it,
+# with the archive-sync built beside it. REMOTE_BENCH_ARGS: e.g. --runs 2.
+REMOTE_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 bench: deps
 	@bash .ci/apt-install $(APT_PACKAGES) $(BENCH_PACKAGES)
 	$(SWIFT) build -c release $(BENCH_BUILD) --product archive-sync
@@ -41,6 +44,8 @@ bench: deps
 	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/watch-bench" $(WATCH_BENCH_ARGS)
 	$(SWIFT) build -c release $(BENCH_BUILD) --product keyed-bench
 	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/keyed-bench" $(KEYED_BENCH_ARGS)
+	$(SWIFT) build -c release $(BENCH_BUILD) --product remote-bench
+	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/remote-bench" $(REMOTE_BENCH_ARGS)
 
 format:
 	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Samples Benchmarks

@@ -366,9 +366,11 @@ private final class Connection {
         guard !isClosed else { return }
         isClosed = true
         try? toChild.close()
-        let deadline = Date().addingTimeInterval(5)
-        while process.isRunning && Date() < deadline { usleep(5_000) }
-        if process.isRunning {
+        // The child's stderr ends when it (and anything it started) exits: a prompt signal,
+        // where Foundation's own notice of the exit can lag by tens of milliseconds.
+        var waited = 0
+        while !stderr.waitForEnd(seconds: 0.005) && process.isRunning && waited < 1_000 { waited += 1 }
+        if waited == 1_000 {
             process.terminate()
             process.waitUntilExit()
         }
@@ -408,6 +410,14 @@ private final class StderrTail: Sendable {
             done.signal()
         }
         thread.start()
+    }
+
+    /// Waits up to `seconds` for the child's stderr to end; true when it has.
+    func waitForEnd(seconds: Double) -> Bool {
+        if finished.load(ordering: .acquiring) { return true }
+        guard done.wait(timeout: .now() + seconds) == .success else { return false }
+        done.signal()
+        return true
     }
 
     /// What the child said, trimmed, on one line; waits up to `seconds` for it to finish.
