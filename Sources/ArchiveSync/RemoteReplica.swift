@@ -287,7 +287,7 @@ package final class RemoteReplica: SyncReplica {
 
 /// The transport: the child process and the frames on its stdin and stdout.
 private final class Connection {
-    private let process: Process
+    private let process: ChildProcess
     private let channel: FrameChannel
     private let toChild: FileHandle
     private let fromChild: FileHandle
@@ -296,24 +296,34 @@ private final class Connection {
 
     init(command: [String]) throws {
         guard !command.isEmpty else { throw SyncError.remote("no command to reach the far side") }
-        let input = Pipe()
-        let output = Pipe()
-        let errors = Pipe()
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = command
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = errors
-        do {
-            try process.run()
-        } catch {
-            throw SyncError.remote("cannot start \(command.joined(separator: " ")): \(error.localizedDescription)")
+        // Close-on-exec, so that no other child (of this process, or of the transport) holds an
+        // end open; the child gets its ends as 0, 1 and 2 through dup2.
+        let input = try Self.pipe()
+        let output = try Self.pipe()
+        let errors = try Self.pipe()
+        defer {
+            // The child's ends, now the child's alone: its exit closes them.
+            Glibc.close(input.read)
+            Glibc.close(output.write)
+            Glibc.close(errors.write)
         }
-        toChild = input.fileHandleForWriting
-        fromChild = output.fileHandleForReading
+        do {
+            process = try ChildProcess(command, stdin: input.read, stdout: output.write, stderr: errors.write)
+        } catch {
+            for fd in [input.write, output.read, errors.read] { Glibc.close(fd) }
+            throw error
+        }
+        toChild = FileHandle(fileDescriptor: input.write, closeOnDealloc: true)
+        fromChild = FileHandle(fileDescriptor: output.read, closeOnDealloc: true)
+        stderr = StderrTail(FileHandle(fileDescriptor: errors.read, closeOnDealloc: true))
         channel = FrameChannel(input: fromChild.fileDescriptor, output: toChild.fileDescriptor)
-        stderr = StderrTail(errors.fileHandleForReading)
+    }
+
+    private static func pipe() throws -> (read: Int32, write: Int32) {
+        var fds: [Int32] = [-1, -1]
+        guard Glibc.pipe(&fds) == 0 else { throw SyncError.remote("cannot make a pipe: \(String(cString: strerror(errno)))") }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        return (fds[0], fds[1])
     }
 
     /// One request and its reply.
@@ -348,14 +358,11 @@ private final class Connection {
         while process.isRunning && Date() < deadline { usleep(10_000) }
         let said = stderr.text(waiting: 1)
         var message = beforeHandshake ? "the far side closed the connection before the handshake" : "the connection to the far side closed"
-        if !process.isRunning {
-            if process.terminationReason == .uncaughtSignal {
-                message += " (the transport was killed by signal \(process.terminationStatus))"
-            } else if process.terminationStatus == 127 {
-                message += " (exit 127: is archive-sync installed there? --remote-cmd names it)"
-            } else if process.terminationStatus != 0 {
-                message += " (exit \(process.terminationStatus))"
-            }
+        switch process.exit {
+        case .signal(let number)?: message += " (the transport was killed by signal \(number))"
+        case .status(127)?: message += " (exit 127: is archive-sync installed there? --remote-cmd names it)"
+        case .status(let status)? where status != 0: message += " (exit \(status))"
+        default: break
         }
         return said.isEmpty ? message : message + ": " + said
     }
@@ -370,17 +377,82 @@ private final class Connection {
         // where Foundation's own notice of the exit can lag by tens of milliseconds.
         var waited = 0
         while !stderr.waitForEnd(seconds: 0.005) && process.isRunning && waited < 1_000 { waited += 1 }
-        if waited == 1_000 {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        if waited == 1_000 { process.terminate() }
+        // Its stderr has ended: it is exiting, if it has not exited yet.
+        for _ in 0..<1_000 where process.isRunning { usleep(1_000) }
         try? fromChild.close()
     }
 
     deinit {
         if !isClosed {
             try? toChild.close()
-            if process.isRunning { process.terminate() }
+            process.terminate()
+        }
+    }
+}
+
+/// A child process started with `posix_spawnp` and reaped with `waitpid`. Not Foundation's
+/// `Process`: ssh closes the descriptors it inherits, which Foundation takes for an exit, and
+/// its one watching thread then blocks in `waitpid` until ssh ends, stalling the notice of
+/// every other child's exit in the process (an app's, a test runner's).
+private final class ChildProcess {
+    enum Exit: Equatable {
+        case status(Int32)
+        case signal(Int32)
+    }
+
+    private let pid: pid_t
+    /// How it ended; nil while it runs.
+    private(set) var exit: Exit?
+
+    init(_ command: [String], stdin: Int32, stdout: Int32, stderr: Int32) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, stdin, 0)
+        posix_spawn_file_actions_adddup2(&actions, stdout, 1)
+        posix_spawn_file_actions_adddup2(&actions, stderr, 2)
+        let argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let result = posix_spawnp(&pid, command[0], &actions, nil, argv, environ)
+        guard result == 0 else {
+            throw SyncError.remote("cannot start \(command.joined(separator: " ")): \(String(cString: strerror(result)))")
+        }
+        self.pid = pid
+    }
+
+    var isRunning: Bool {
+        guard exit == nil else { return false }
+        var status: Int32 = 0
+        guard waitpid(pid, &status, WNOHANG) == pid else { return true }
+        record(status)
+        return false
+    }
+
+    private func record(_ status: Int32) {
+        exit = status & 0x7F == 0 ? .status((status >> 8) & 0xFF) : .signal(status & 0x7F)
+    }
+
+    /// Stops it (SIGTERM, then SIGKILL after a second) and reaps it.
+    func terminate() {
+        guard isRunning else { return }
+        kill(pid, SIGTERM)
+        for _ in 0..<100 where isRunning { usleep(10_000) }
+        guard isRunning else { return }
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        if waitpid(pid, &status, 0) == pid { record(status) }
+    }
+
+    deinit {
+        // Reaped by now or soon: never left a zombie for the life of the process.
+        if exit == nil {
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == 0 {
+                kill(pid, SIGKILL)
+                waitpid(pid, &status, 0)
+            }
         }
     }
 }
