@@ -6,7 +6,7 @@
 # Each installs the Debian packages it needs, and only when they are missing.
 
 SWIFT ?= swift
-APT_PACKAGES = libsqlite3-dev libinotifytools0-dev
+APT_PACKAGES = libsqlite3-dev libinotifytools0-dev openssh-server openssh-client
 BENCH_PACKAGES = rsync unison
 
 .PHONY: deps demo test test-tsan bench build format
@@ -44,6 +44,9 @@ KEYED_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 SYNC_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 # CACHE_BENCH_ARGS: e.g. --only 1, --rounds 15; by default --quick when BENCH_ARGS has it.
 CACHE_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
+# remote-bench (sync over ssh to an sshd of its own on 127.0.0.1, against rsync -e ssh) runs after it,
+# with the archive-sync built beside it. REMOTE_BENCH_ARGS: e.g. --runs 2.
+REMOTE_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 bench: deps
 	@bash .ci/apt-install $(APT_PACKAGES) $(BENCH_PACKAGES)
 	$(SWIFT) build -c release $(BENCH_BUILD) --product archive-sync
@@ -57,6 +60,8 @@ bench: deps
 	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/sync-bench" $(SYNC_BENCH_ARGS)
 	$(SWIFT) build -c release $(BENCH_BUILD) --product cache-bench
 	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/cache-bench" $(CACHE_BENCH_ARGS)
+	$(SWIFT) build -c release $(BENCH_BUILD) --product remote-bench
+	"$$($(SWIFT) build -c release $(BENCH_BUILD) --show-bin-path)/remote-bench" $(REMOTE_BENCH_ARGS)
 
 format:
 	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Samples Benchmarks

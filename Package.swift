@@ -101,6 +101,11 @@ let package = Package(
             path: "Benchmarks/SyncBench"
         ),
         .executableTarget(
+            name: "remote-bench",
+            dependencies: ["ArchiveStore", "BenchSupport"],
+            path: "Benchmarks/RemoteBench"
+        ),
+        .executableTarget(
             name: "cache-bench",
             dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch", "BenchSupport"],
             path: "Benchmarks/CacheBench"

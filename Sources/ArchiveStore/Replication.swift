@@ -271,8 +271,16 @@ extension ArchiveStore {
         let name = FileName.metadataDirectory + "/sync.lock"
         let fd = openat(root, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw ArchiveError.wrap(SystemCallError(call: "open", path: path + "/" + name, errno: errno)) }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+        // A lock released an instant ago can still be held by a child process between its fork
+        // and exec (the descriptor is close-on-exec): retry for up to a second before giving up.
+        var attempts = 0
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let code = errno
+            if code == EWOULDBLOCK && attempts < 20 {
+                attempts += 1
+                usleep(50_000)
+                continue
+            }
             close(fd)
             if code == EWOULDBLOCK { throw ArchiveError.invalidInput("another sync of \(path) is running; try again when it has finished") }
             throw ArchiveError.wrap(SystemCallError(call: "flock", path: path + "/" + name, errno: code))

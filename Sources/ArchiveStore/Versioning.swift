@@ -8,6 +8,12 @@ public struct ContentHash: Hashable, Sendable, CustomStringConvertible, Codable 
 
     init(bytes: Data) { self.bytes = bytes }
 
+    /// A hash from its 32 bytes (as another replica sent them); nil when `digest` is not 32 bytes long.
+    package init?(digest: Data) {
+        guard digest.count == 32 else { return nil }
+        bytes = digest
+    }
+
     /// The hash of `data`.
     public init(of data: Data) {
         bytes = Data(SHA256.hash(data: data))

@@ -20,7 +20,7 @@ struct ArchiveSyncCommand: ParsableCommand {
         version: "0.1.0",
         subcommands: [
             Init.self, Put.self, Get.self, List.self, Remove.self, History.self, Restore.self, Scan.self, Verify.self, Status.self, Watch.self,
-            Diff.self, SyncCommand.self, Conflicts.self, Dump.self, Import.self,
+            Diff.self, SyncCommand.self, Conflicts.self, Serve.self, Dump.self, Import.self,
         ]
     )
 

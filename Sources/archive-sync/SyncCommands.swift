@@ -5,10 +5,10 @@ import Foundation
 
 /// The two stores of `diff` and `sync`.
 struct StorePairArguments: ParsableArguments {
-    @Argument(help: ArgumentHelp("The first store's directory.", valueName: "a"))
+    @Argument(help: ArgumentHelp("The first store: a directory, or [user@]host:path on another host.", valueName: "a"))
     var a: String
 
-    @Argument(help: ArgumentHelp("The second store's directory.", valueName: "b"))
+    @Argument(help: ArgumentHelp("The second store: a directory, or [user@]host:path on another host.", valueName: "b"))
     var b: String
 
     /// Opens both stores. A directory that is not a store (an unmounted disk looks empty) is
@@ -38,16 +38,21 @@ struct Diff: ParsableCommand {
         discussion: """
             Makes both manifests current (a scan, unless a watcher keeps a store current), then compares them: only what changed since the two last synced, or everything when they never met. Lists each copy, delete and conflict; `--json` gives the plan as one document.
 
-            Example: archive-sync diff ./a ./b --json
+            Either store may be on another host, as [user@]host:path (see `sync`).
+
+            Examples:
+              archive-sync diff ./a ./b --json
+              archive-sync diff ./store backup.example.com:/srv/store
             """
     )
 
     @OptionGroup var stores: StorePairArguments
+    @OptionGroup var remote: RemoteOptions
     @OptionGroup var output: OutputOptions
 
     func run() throws {
-        let (a, b) = try stores.open(create: false)
-        let report = try Sync(local: a, remote: b, options: SyncOptions(dryRun: true)).runNow()
+        let (a, b) = try stores.replicas(create: false, remote: remote)
+        let report = try Sync(a: a, b: b, options: SyncOptions(dryRun: true)).runNow()
         if output.json { return try output.printJSON(report) }
         printPlan(report)
         print(report.summary)
@@ -63,10 +68,16 @@ struct SyncCommand: ParsableCommand {
 
             The first sync of two stores compares everything; later ones only what changed since (each store keeps a checkpoint per peer). A sync killed at any moment leaves every object old or new; run it again to finish. A sync that would delete more than half of a side's objects, or a side that is not a store, stops unless --force.
 
+            Either store may be on another host, named [user@]host:path (a ':' before any
+            '/', as rsync reads it). ssh runs `archive-sync serve --stdio PATH` there and the
+            two speak the sync protocol over its stdin and stdout; --rsh replaces ssh and
+            --remote-cmd names the program on the far host.
+
             Exit status: 0 when synced, 1 when something failed, 2 for bad usage or input.
 
             Examples:
               archive-sync sync ./a ./b
+              archive-sync sync ./store user@host:/srv/store --rsh "ssh -p 2222 -i key"
               archive-sync sync ./a /mnt/backup/store --dry-run
               archive-sync sync ./a ./b --prefer newer --json
             """
@@ -86,13 +97,14 @@ struct SyncCommand: ParsableCommand {
     @Flag(help: "Compare every object, not only what changed since the last sync (after restoring a store from a backup).")
     var full = false
 
+    @OptionGroup var remote: RemoteOptions
     @OptionGroup var output: OutputOptions
 
     func run() throws {
-        let (a, b) = try stores.open(create: force)
+        let (a, b) = try stores.replicas(create: force, remote: remote)
         let progress = ProgressLine("synced")
         let options = SyncOptions(dryRun: dryRun, preference: prefer, force: force, full: full, progress: { progress.update($0, $1) })
-        let report = try Sync(local: a, remote: b, options: options).runNow()
+        let report = try Sync(a: a, b: b, options: options).runNow()
         progress.finish()
         if output.json { return try output.printJSON(report) }
         if dryRun { printPlan(report) }

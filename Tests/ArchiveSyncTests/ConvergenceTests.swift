@@ -88,13 +88,17 @@ struct ConvergenceTests {
         }
     }
 
-    private func runSeed(_ seed: UInt64, in dir: String) async throws {
+    /// Runs one seed; `sync` makes the sync of the two stores (by default both in this process).
+    func runSeed(
+        _ seed: UInt64, in dir: String,
+        sync: (ArchiveStore, ArchiveStore, SyncOptions) throws -> Sync = { Sync(local: $0, remote: $1, options: $2) }
+    ) async throws {
         var rng = SeededGenerator(seed: seed)
         let a = try ArchiveStore(directory: dir + "/a")
         let b = try ArchiveStore(directory: dir + "/b")
         var sideA = Editor(store: a, path: dir + "/a", live: [:])
         for n in 0..<Int.random(in: 4...12, using: &rng) { try sideA.randomOperation(&rng, tag: "base-\(seed)-\(n)") }
-        _ = try await Sync(local: a, remote: b, options: SyncOptions(force: true)).run()
+        _ = try await sync(a, b, SyncOptions(force: true)).run()
         for round in 0..<3 {
             let base = try a.liveHashes()
             var editors = [Editor(store: a, path: dir + "/a", live: [:]), Editor(store: b, path: dir + "/b", live: [:])]
@@ -104,7 +108,7 @@ struct ConvergenceTests {
                     try editors[i].randomOperation(&rng, tag: "s\(seed)-r\(round)-\(i)-\(n)")
                 }
             }
-            let report = try await Sync(local: a, remote: b, options: SyncOptions(force: true)).run()
+            let report = try await sync(a, b, SyncOptions(force: true)).run()
             let context = "seed \(seed), round \(round): \(report)"
             #expect(report.skipped.isEmpty, "\(context)")
 
@@ -131,7 +135,7 @@ struct ConvergenceTests {
                     #expect(liveA[id] == nil, "\(id) deleted on one side and not edited on the other survived; \(context)")
                 }
             }
-            let again = try await Sync(local: a, remote: b, options: SyncOptions()).run()
+            let again = try await sync(a, b, SyncOptions()).run()
             #expect(again.changes == 0 && again.merged == 0, "the sync after a sync did something: \(again); \(context)")
         }
     }

@@ -1,0 +1,502 @@
+import ArchiveStore
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A store at the far end of a pipe: `archive-sync serve --stdio STORE`, started through ssh
+/// (or any command that runs a program on another host and joins its stdin and stdout).
+///
+/// ```swift
+/// let far = try RemoteReplica(
+///     command: ["ssh", "backup.example.com", "archive-sync serve --stdio /srv/store"],
+///     name: "backup.example.com:/srv/store")
+/// let report = try Sync(a: LocalReplica(store), b: far, options: SyncOptions()).runNow()
+/// ```
+///
+/// The initializer starts the command and does the handshake, so ``replica`` is known before
+/// ``begin()``. Each method is one request and one reply. A far side that breaks the protocol,
+/// fails, or goes away throws ``SyncError/remote(_:)`` with what it (or ssh) said.
+package final class RemoteReplica: SyncReplica {
+    package let name: String
+    package let replica: ReplicaID
+    /// The protocol version both sides speak.
+    package let version: UInt32
+    private let connection: Mutex<Connection>
+
+    /// Starts `command` and does the handshake.
+    ///
+    /// - Parameters:
+    ///   - command: the program and its arguments; the first word is looked up on `PATH`.
+    ///   - name: how the store is named to the user, `host:path`.
+    ///   - peer: the replica id of the store on this side, named in the handshake.
+    ///   - versions: the protocol versions to offer (tests offer others).
+    package init(command: [String], name: String, peer: ReplicaID? = nil, versions: ClosedRange<UInt32> = Wire.versions) throws {
+        // A far side that dies while we write must be an error, not the end of this process.
+        signal(SIGPIPE, SIG_IGN)
+        self.name = name
+        let connection = try Connection(command: command)
+        do {
+            var writer = WireWriter()
+            writer.string("archive-sync")
+            writer.count(Int(versions.lowerBound))
+            writer.count(Int(versions.upperBound))
+            writer.bool(peer != nil)
+            if let peer { writer.replica(peer) }
+            var reply = try connection.call(.hello, writer.bytes, name: name, beforeHandshake: true)
+            let low = UInt32(try reply.count(max: Int(UInt32.max), "a protocol version"))
+            let high = UInt32(try reply.count(max: Int(UInt32.max), "a protocol version"))
+            let chosen = UInt32(try reply.count(max: Int(UInt32.max), "a protocol version"))
+            guard chosen != 0, versions.contains(chosen), low <= high, (low...high).contains(chosen) else {
+                throw SyncError.remote(
+                    "\(name): the far side speaks protocol version \(ReplicaServer.describe(low...max(low, high))) and this side \(ReplicaServer.describe(versions)); install the same release of archive-sync on both hosts"
+                )
+            }
+            version = chosen
+            replica = try reply.replica()
+            _ = try reply.string(max: 65_536, "the store's path")
+            try reply.finish()
+        } catch let error as WireError {
+            connection.close()
+            throw SyncError.remote("\(name): \(error.description)")
+        } catch {
+            connection.close()
+            throw error
+        }
+        self.connection = Mutex(connection)
+    }
+
+    deinit {
+        connection.withLock { $0.close() }
+    }
+
+    /// Sends one request and returns a reader over the reply.
+    private func call(_ kind: Wire.Kind, _ build: (inout WireWriter) -> Void = { _ in }) throws -> WireReader {
+        var writer = WireWriter()
+        build(&writer)
+        let payload = writer.bytes
+        return try connection.withLock { connection in
+            try connection.call(kind, payload, name: name, beforeHandshake: false)
+        }
+    }
+
+    /// Reads a reply to its end, turning a malformed one into ``SyncError/remote(_:)``.
+    private func decode<T>(_ reader: WireReader, _ body: (inout WireReader) throws -> T) throws -> T {
+        var reader = reader
+        do {
+            let value = try body(&reader)
+            try reader.finish()
+            return value
+        } catch let error as WireError {
+            connection.withLock { $0.close() }
+            throw SyncError.remote("\(name): the far side replied with a malformed message: \(error.description)")
+        }
+    }
+
+    package func begin() throws { _ = try call(.begin) }
+
+    /// Ends the session: the far side releases its store's lock and exits.
+    package func end() {
+        connection.withLock { connection in
+            if !connection.isClosed { _ = try? connection.call(.end, [], name: name, beforeHandshake: false) }
+            connection.close()
+        }
+    }
+
+    package func makeCurrent() throws -> Bool { try decode(try call(.makeCurrent)) { try $0.bool() } }
+    package func changeSequence() throws -> Int { try decode(try call(.changeSequence)) { try $0.count("a change sequence") } }
+    package func liveObjectCount() throws -> Int { try decode(try call(.liveObjectCount)) { try $0.count("an object count") } }
+
+    package func checkpoint(for peer: ReplicaID) throws -> Int? {
+        try decode(try call(.checkpoint) { $0.replica(peer) }) { try $0.bool() ? try $0.count("a change sequence") : nil }
+    }
+
+    package func setCheckpoint(for peer: ReplicaID, to sequence: Int) throws {
+        try decode(
+            try call(.setCheckpoint) {
+                $0.replica(peer)
+                $0.count(sequence)
+            }
+        ) { _ in }
+    }
+
+    package func sequenceAfterOwnWrites(since sequence: Int) throws -> Int {
+        try decode(try call(.sequenceAfterOwnWrites) { $0.count(sequence) }) { try $0.count("a change sequence") }
+    }
+
+    package func entries(after id: ObjectID?, limit: Int) throws -> [ReplicaEntry] {
+        var entries: [ReplicaEntry] = []
+        var cursor = id
+        while entries.count < limit {
+            let want = min(limit - entries.count, Wire.maximumCount)
+            let (page, cut) = try page(
+                try call(.entriesAfter) {
+                    $0.bool(cursor != nil)
+                    if let cursor { $0.id(cursor) }
+                    $0.count(want)
+                })
+            entries += page
+            cursor = page.last?.id ?? cursor
+            if page.count < want && !cut { break }
+        }
+        return entries
+    }
+
+    package func entries(changedAfter after: Int, through: Int, limit: Int) throws -> [ReplicaEntry] {
+        var entries: [ReplicaEntry] = []
+        var after = after
+        while entries.count < limit {
+            let want = min(limit - entries.count, Wire.maximumCount)
+            let (page, cut) = try page(
+                try call(.entriesChanged) { [after] in
+                    $0.count(after)
+                    $0.count(through)
+                    $0.count(want)
+                })
+            entries += page
+            after = page.last?.sequence ?? after
+            if page.count < want && !cut { break }
+        }
+        return entries
+    }
+
+    /// A page of entries, and whether the far side cut it short to keep the frame small.
+    private func page(_ reply: WireReader) throws -> ([ReplicaEntry], Bool) {
+        try decode(reply) { reader in
+            let cut = try reader.bool()
+            return (try reader.list("entries") { try $0.entry() }, cut)
+        }
+    }
+
+    package func entries(for ids: [ObjectID]) throws -> [ReplicaEntry?] {
+        var entries: [ReplicaEntry?] = []
+        entries.reserveCapacity(ids.count)
+        for start in stride(from: 0, to: ids.count, by: 1_000) {
+            let chunk = ids[start..<min(start + 1_000, ids.count)]
+            let page = try decode(
+                try call(.entriesFor) { writer in
+                    writer.count(chunk.count)
+                    for id in chunk { writer.id(id) }
+                }
+            ) { try $0.list("entries") { try $0.bool() ? try $0.entry() : nil } }
+            guard page.count == chunk.count else {
+                throw SyncError.remote("\(name): the far side answered for \(page.count) of \(chunk.count) objects")
+            }
+            entries += page
+        }
+        return entries
+    }
+
+    /// Fetches contents in batches of at most ``Wire/batchBytes``, checking each object's
+    /// bytes against the hash its entry names.
+    package func contents(of entries: [ReplicaEntry]) throws -> [Data?] {
+        var result: [Data?] = []
+        result.reserveCapacity(entries.count)
+        for batch in batches(entries, size: { $0.isDeleted ? 0 : $0.size }) {
+            for entry in batch where entry.size > Wire.maximumFrame - 65_536 {
+                throw SyncError.remote("\(entry.id) in \(name) is \(entry.size) bytes; the sync protocol carries objects up to 63 MiB")
+            }
+            let page = try decode(
+                try call(.contents) { writer in
+                    writer.count(batch.count)
+                    for entry in batch {
+                        writer.id(entry.id)
+                        writer.hash(entry.isDeleted ? nil : entry.hash)
+                    }
+                }
+            ) { try $0.list("objects") { try $0.bool() ? try $0.data() : nil } }
+            guard page.count == batch.count else { throw SyncError.remote("\(name): the far side sent \(page.count) of \(batch.count) objects") }
+            for (entry, data) in zip(batch, page) {
+                if let data, ContentHash(of: data) != entry.hash {
+                    connection.withLock { $0.close() }
+                    throw SyncError.remote("\(name): the bytes received for \(entry.id) do not match their hash; nothing was written")
+                }
+                result.append(data)
+            }
+        }
+        return result
+    }
+
+    package func apply(_ objects: [IncomingObject]) throws -> [Bool] {
+        var result: [Bool] = []
+        result.reserveCapacity(objects.count)
+        for batch in batches(objects, size: { $0.content?.count ?? 0 }) {
+            let applied = try decode(
+                try call(.apply) { writer in
+                    writer.count(batch.count)
+                    for object in batch {
+                        writer.id(object.id)
+                        writer.string(object.fileExtension)
+                        writer.bool(object.content != nil)
+                        if let content = object.content {
+                            writer.data(content)
+                            writer.hash(ContentHash(of: content))
+                        }
+                        writer.vector(object.version.vector)
+                        writer.signed(object.version.modified)
+                        writer.replica(object.version.author)
+                        writer.hash(object.version.expected)
+                    }
+                }
+            ) { try $0.list("results") { try $0.bool() } }
+            guard applied.count == batch.count else {
+                throw SyncError.remote("\(name): the far side answered for \(applied.count) of \(batch.count) writes")
+            }
+            result += applied
+        }
+        return result
+    }
+
+    package func mergeVectors(_ merges: [VectorMerge]) throws {
+        for start in stride(from: 0, to: merges.count, by: Wire.maximumCount) {
+            let chunk = merges[start..<min(start + Wire.maximumCount, merges.count)]
+            try decode(
+                try call(.mergeVectors) { writer in
+                    writer.count(chunk.count)
+                    for merge in chunk {
+                        writer.id(merge.id)
+                        writer.hash(merge.hash)
+                        writer.vector(merge.vector)
+                    }
+                }
+            ) { _ in }
+        }
+    }
+
+    /// Splits `items` into runs of at most ``Wire/maximumCount`` items and, past the first
+    /// item of a run, at most ``Wire/batchBytes`` bytes.
+    private func batches<T>(_ items: [T], size: (T) -> Int) -> [ArraySlice<T>] {
+        var result: [ArraySlice<T>] = []
+        var start = 0
+        var bytes = 0
+        for (i, item) in items.enumerated() {
+            let itemSize = size(item)
+            if i > start && (bytes + itemSize > Wire.batchBytes || i - start >= Wire.maximumCount) {
+                result.append(items[start..<i])
+                start = i
+                bytes = 0
+            }
+            bytes += itemSize
+        }
+        if start < items.count { result.append(items[start...]) }
+        return result
+    }
+}
+
+/// The transport: the child process and the frames on its stdin and stdout.
+private final class Connection {
+    private let process: ChildProcess
+    private let channel: FrameChannel
+    private let toChild: FileHandle
+    private let fromChild: FileHandle
+    private let stderr: StderrTail
+    private(set) var isClosed = false
+
+    init(command: [String]) throws {
+        guard !command.isEmpty else { throw SyncError.remote("no command to reach the far side") }
+        // Close-on-exec, so that no other child (of this process, or of the transport) holds an
+        // end open; the child gets its ends as 0, 1 and 2 through dup2.
+        let input = try Self.pipe()
+        let output = try Self.pipe()
+        let errors = try Self.pipe()
+        defer {
+            // The child's ends, now the child's alone: its exit closes them.
+            Glibc.close(input.read)
+            Glibc.close(output.write)
+            Glibc.close(errors.write)
+        }
+        do {
+            process = try ChildProcess(command, stdin: input.read, stdout: output.write, stderr: errors.write)
+        } catch {
+            for fd in [input.write, output.read, errors.read] { Glibc.close(fd) }
+            throw error
+        }
+        toChild = FileHandle(fileDescriptor: input.write, closeOnDealloc: true)
+        fromChild = FileHandle(fileDescriptor: output.read, closeOnDealloc: true)
+        stderr = StderrTail(FileHandle(fileDescriptor: errors.read, closeOnDealloc: true))
+        channel = FrameChannel(input: fromChild.fileDescriptor, output: toChild.fileDescriptor)
+    }
+
+    private static func pipe() throws -> (read: Int32, write: Int32) {
+        var fds: [Int32] = [-1, -1]
+        guard Glibc.pipe(&fds) == 0 else { throw SyncError.remote("cannot make a pipe: \(String(cString: strerror(errno)))") }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        return (fds[0], fds[1])
+    }
+
+    /// One request and its reply.
+    func call(_ kind: Wire.Kind, _ payload: [UInt8], name: String, beforeHandshake: Bool) throws -> WireReader {
+        guard !isClosed else { throw SyncError.remote("\(name): the connection to the far side is closed") }
+        do {
+            try channel.send(kind, payload)
+            let (replyKind, reply) = try channel.receive()
+            switch replyKind {
+            case .ok:
+                return WireReader(reply)
+            case .failure:
+                var reader = WireReader(reply)
+                let message = (try? reader.string(max: 65_536, "a message")) ?? "a failure it could not describe"
+                throw SyncError.remote("\(name): \(message)")
+            default:
+                throw WireError("the far side sent a request where a reply belongs")
+            }
+        } catch is ChannelClosed {
+            close()
+            throw SyncError.remote("\(name): \(closedMessage(beforeHandshake: beforeHandshake))")
+        } catch let error as WireError {
+            close()
+            let said = stderr.text(waiting: 0.2)
+            throw SyncError.remote("\(name): \(error.description)" + (said.isEmpty ? "" : "; it said: \(said)"))
+        }
+    }
+
+    /// Why the far side went away, in its (or ssh's) words.
+    private func closedMessage(beforeHandshake: Bool) -> String {
+        let deadline = Date().addingTimeInterval(5)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        let said = stderr.text(waiting: 1)
+        var message = beforeHandshake ? "the far side closed the connection before the handshake" : "the connection to the far side closed"
+        switch process.exit {
+        case .signal(let number)?: message += " (the transport was killed by signal \(number))"
+        case .status(127)?: message += " (exit 127: is archive-sync installed there? --remote-cmd names it)"
+        case .status(let status)? where status != 0: message += " (exit \(status))"
+        default: break
+        }
+        return said.isEmpty ? message : message + ": " + said
+    }
+
+    /// Closes the pipes (the far side sees the end of its input) and waits briefly for the
+    /// child; one that does not exit is terminated.
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        try? toChild.close()
+        // The child's stderr ends when it (and anything it started) exits: a prompt signal,
+        // where Foundation's own notice of the exit can lag by tens of milliseconds.
+        var waited = 0
+        while !stderr.waitForEnd(seconds: 0.005) && process.isRunning && waited < 1_000 { waited += 1 }
+        if waited == 1_000 { process.terminate() }
+        // Its stderr has ended: it is exiting, if it has not exited yet.
+        for _ in 0..<1_000 where process.isRunning { usleep(1_000) }
+        try? fromChild.close()
+    }
+
+    deinit {
+        if !isClosed {
+            try? toChild.close()
+            process.terminate()
+        }
+    }
+}
+
+/// A child process started with `posix_spawnp` and reaped with `waitpid`. Not Foundation's
+/// `Process`: ssh closes the descriptors it inherits, which Foundation takes for an exit, and
+/// its one watching thread then blocks in `waitpid` until ssh ends, stalling the notice of
+/// every other child's exit in the process (an app's, a test runner's).
+private final class ChildProcess {
+    enum Exit: Equatable {
+        case status(Int32)
+        case signal(Int32)
+    }
+
+    private let pid: pid_t
+    /// How it ended; nil while it runs.
+    private(set) var exit: Exit?
+
+    init(_ command: [String], stdin: Int32, stdout: Int32, stderr: Int32) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, stdin, 0)
+        posix_spawn_file_actions_adddup2(&actions, stdout, 1)
+        posix_spawn_file_actions_adddup2(&actions, stderr, 2)
+        let argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let result = posix_spawnp(&pid, command[0], &actions, nil, argv, environ)
+        guard result == 0 else {
+            throw SyncError.remote("cannot start \(command.joined(separator: " ")): \(String(cString: strerror(result)))")
+        }
+        self.pid = pid
+    }
+
+    var isRunning: Bool {
+        guard exit == nil else { return false }
+        var status: Int32 = 0
+        guard waitpid(pid, &status, WNOHANG) == pid else { return true }
+        record(status)
+        return false
+    }
+
+    private func record(_ status: Int32) {
+        exit = status & 0x7F == 0 ? .status((status >> 8) & 0xFF) : .signal(status & 0x7F)
+    }
+
+    /// Stops it (SIGTERM, then SIGKILL after a second) and reaps it.
+    func terminate() {
+        guard isRunning else { return }
+        kill(pid, SIGTERM)
+        for _ in 0..<100 where isRunning { usleep(10_000) }
+        guard isRunning else { return }
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        if waitpid(pid, &status, 0) == pid { record(status) }
+    }
+
+    deinit {
+        // Reaped by now or soon: never left a zombie for the life of the process.
+        if exit == nil {
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == 0 {
+                kill(pid, SIGKILL)
+                waitpid(pid, &status, 0)
+            }
+        }
+    }
+}
+
+/// The last few kilobytes the child wrote to stderr, read on a thread of its own so the
+/// child never blocks on a full pipe.
+private final class StderrTail: Sendable {
+    private let buffer = Mutex<[UInt8]>([])
+    private let done = DispatchSemaphore(value: 0)
+    private let finished = Atomic<Bool>(false)
+
+    init(_ handle: FileHandle) {
+        let thread = Thread { [self] in
+            let fd = handle.fileDescriptor
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let got = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, 4096) }
+                if got < 0 && errno == EINTR { continue }
+                if got <= 0 { break }
+                buffer.withLock { buffer in
+                    buffer += chunk[0..<got]
+                    if buffer.count > 8_192 { buffer.removeFirst(buffer.count - 8_192) }
+                }
+            }
+            try? handle.close()
+            finished.store(true, ordering: .releasing)
+            done.signal()
+        }
+        thread.start()
+    }
+
+    /// Waits up to `seconds` for the child's stderr to end; true when it has.
+    func waitForEnd(seconds: Double) -> Bool {
+        if finished.load(ordering: .acquiring) { return true }
+        guard done.wait(timeout: .now() + seconds) == .success else { return false }
+        done.signal()
+        return true
+    }
+
+    /// What the child said, trimmed, on one line; waits up to `seconds` for it to finish.
+    func text(waiting seconds: Double) -> String {
+        if !finished.load(ordering: .acquiring), done.wait(timeout: .now() + seconds) == .success { done.signal() }
+        let bytes = buffer.withLock { $0 }
+        return String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty }.joined(separator: "; ")
+    }
+}

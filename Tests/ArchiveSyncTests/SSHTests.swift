@@ -1,0 +1,158 @@
+import ArchiveStore
+import Foundation
+import Testing
+
+@testable import ArchiveSync
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The pids of the processes whose parent is `parent` and whose command name is `name`.
+private func children(of parent: Int32, named name: String) -> [Int32] {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return entries.compactMap { Int32($0) }.filter { pid in
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
+        else { return false }
+        let comm = stat[stat.index(after: open)..<close]
+        let fields = stat[stat.index(close, offsetBy: 2)...].split(separator: " ")
+        return comm == name && fields.count > 1 && Int32(fields[1]) == parent
+    }
+}
+
+extension RemoteSyncTests {
+    @Suite("Sync between hosts through a real sshd on 127.0.0.1")
+    struct SSHTests {
+        @Test func syncAndDiffRunThroughSSHEitherWay() async throws {
+            let server = try SSHServer.start()
+            defer { server.stop() }
+            try await withTemporaryDirectory { dir in
+                let a = try ArchiveStore(directory: dir + "/a")
+                let b = try ArchiveStore(directory: dir + "/b")
+                try a.put(Data("{\"name\":\"ann\"}".utf8), as: ObjectID(collection: "Person", key: "p1"))
+                try b.put(Data("{\"name\":\"bob\"}".utf8), as: ObjectID(collection: "Person", key: "p2"))
+                let remote = ["--rsh", server.rsh, "--remote-cmd", archiveSyncBinary]
+
+                let diff = try runArchiveSync(["diff", dir + "/a", server.location(dir + "/b")] + remote)
+                #expect(
+                    diff.status == 0 && diff.output.contains("copy     Person/p1 to B") && diff.output.contains("copy     Person/p2 to A"), "\(diff)")
+                let first = try runArchiveSync(["sync", dir + "/a", server.location(dir + "/b")] + remote)
+                #expect(first.status == 0 && first.output.contains("1 copied to B, 1 copied to A"), "\(first)")
+                #expect(try a.liveHashes() == b.liveHashes())
+
+                // The far side first.
+                try b.put(Data("{\"name\":\"bob, edited\"}".utf8), as: ObjectID(collection: "Person", key: "p2"))
+                let second = try runArchiveSync(["sync", server.location(dir + "/b"), dir + "/a", "--json"] + remote)
+                #expect(
+                    second.status == 0 && second.output.contains("\"copiedToB\" : 1") && second.output.contains("\"incremental\" : true"), "\(second)"
+                )
+                #expect(try a.liveHashes() == b.liveHashes())
+                let third = try runArchiveSync(["sync", dir + "/a", server.location(dir + "/b")] + remote)
+                #expect(third.status == 0 && third.output.hasSuffix(": 0 changes\n"), "\(third)")
+            }
+        }
+
+        @Test func aMissingProgramOrAWrongPathOnTheFarHostIsAClearMessage() async throws {
+            let server = try SSHServer.start()
+            defer { server.stop() }
+            try await withTemporaryDirectory { dir in
+                _ = try ArchiveStore(directory: dir + "/a")
+                let missing = try runArchiveSync(
+                    ["sync", dir + "/a", server.location(dir + "/a2"), "--rsh", server.rsh, "--remote-cmd", "/nonexistent/archive-sync"])
+                #expect(
+                    missing.status == 1 && missing.errorOutput.contains("before the handshake") && missing.errorOutput.contains("exit 127")
+                        && missing.errorOutput.contains("/nonexistent/archive-sync"), "\(missing)")
+                let wrongPath = try runArchiveSync(
+                    ["sync", dir + "/a", server.location(dir + "/no store here"), "--rsh", server.rsh, "--remote-cmd", archiveSyncBinary])
+                #expect(wrongPath.status == 1 && wrongPath.errorOutput.contains("\(dir)/no store here is not a usable store"), "\(wrongPath)")
+                let refused = try runArchiveSync(
+                    [
+                        "sync", dir + "/a", "root@127.0.0.1:" + dir + "/b", "--rsh", "ssh -p 1 -o BatchMode=yes -o ConnectTimeout=5", "--remote-cmd",
+                        archiveSyncBinary,
+                    ])
+                #expect(refused.status == 1 && refused.errorOutput.contains("Connection refused"), "\(refused)")
+            }
+        }
+
+        /// The randomized convergence test of two-directory sync, with B behind ssh.
+        @Test func randomEditsOnBothSidesConvergeOverSSH() async throws {
+            let server = try SSHServer.start()
+            defer { server.stop() }
+            let seeds = UInt64(ProcessInfo.processInfo.environment["SSH_SYNC_SEEDS"].flatMap { Int($0) } ?? 5)
+            for seed in 1...seeds {
+                try await withTemporaryDirectory { dir in
+                    try await ConvergenceTests().runSeed(seed, in: dir) { a, b, options in
+                        let command =
+                            server.rsh.split(separator: " ").map(String.init) + [
+                                "root@127.0.0.1", "\(archiveSyncBinary) serve --stdio '\(b.path)'",
+                            ]
+                        let far = try RemoteReplica(command: command, name: server.location(b.path), peer: a.replica)
+                        return Sync(a: LocalReplica(a), b: far, options: options)
+                    }
+                }
+            }
+        }
+
+        /// The same, through a pipe to `serve --stdio` without ssh, with more seeds.
+        @Test func randomEditsOnBothSidesConvergeOverAPipe() async throws {
+            let seeds = UInt64(ProcessInfo.processInfo.environment["PIPE_SYNC_SEEDS"].flatMap { Int($0) } ?? 15)
+            for seed in 1...seeds {
+                try await withTemporaryDirectory { dir in
+                    try await ConvergenceTests().runSeed(seed, in: dir) { a, b, options in
+                        Sync(a: try pipeReplica(b.path), b: LocalReplica(a), options: options)
+                    }
+                }
+            }
+        }
+
+        /// ssh killed in the middle of a first sync: both stores stay consistent (each object old
+        /// or new), and the next sync completes the work.
+        @Test func killingSSHMidTransferLeavesBothStoresConsistentAndTheNextSyncCompletes() async throws {
+            let server = try SSHServer.start()
+            defer { server.stop() }
+            try await withTemporaryDirectory { dir in
+                let a = try ArchiveStore(directory: dir + "/a")
+                let count = 20_000
+                try fill(a, count: count, size: 400, tag: "a")
+                _ = try ArchiveStore(directory: dir + "/b")
+                let sync = try Child(
+                    archiveSyncBinary, ["sync", dir + "/a", server.location(dir + "/b"), "--rsh", server.rsh, "--remote-cmd", archiveSyncBinary])
+                // Kill ssh once some objects have arrived, and before all have.
+                var arrived = 0
+                let deadline = Date().addingTimeInterval(120)
+                while arrived == 0 && Date() < deadline && sync.process.isRunning {
+                    arrived = (try? FileManager.default.contentsOfDirectory(atPath: dir + "/b/Item").count) ?? 0
+                    usleep(5_000)
+                }
+                let ssh = children(of: sync.pid, named: "ssh")
+                #expect(ssh.count == 1, "no ssh child of the sync to kill")
+                for pid in ssh { kill(pid, SIGKILL) }
+                let killed = sync.wait()
+                #expect(killed.status == 1 && killed.errorOutput.contains("connection to the far side closed"), "\(killed)")
+                #expect(arrived > 0 && arrived < count, "the kill came at \(arrived) of \(count) objects, not mid-transfer")
+
+                // Each object in B is absent or A's: never half. The far side may still finish its
+                // last batch; the next sync waits for its lock.
+                var rerun = ChildResult(status: -1, output: "", errorOutput: "")
+                for _ in 0..<100 {
+                    let filesA = filesOnDisk(dir + "/a")
+                    for (path, data) in filesOnDisk(dir + "/b") where !path.contains(".archive-sync-tmp.") {
+                        #expect(filesA[path] == data, "\(path) in B is neither absent nor A's")
+                    }
+                    rerun = try runArchiveSync([
+                        "sync", dir + "/a", server.location(dir + "/b"), "--rsh", server.rsh, "--remote-cmd", archiveSyncBinary,
+                    ])
+                    if !rerun.errorOutput.contains("another sync") { break }
+                    usleep(100_000)
+                }
+                #expect(rerun.status == 0, "\(rerun)")
+                let b = try ArchiveStore(directory: dir + "/b")
+                #expect(try a.liveHashes() == b.liveHashes())
+                #expect(filesOnDisk(dir + "/a") == filesOnDisk(dir + "/b"))
+                let verify = try runArchiveSync(["verify", dir + "/b"])
+                #expect(verify.status == 0, "\(verify)")
+            }
+        }
+    }
+}
