@@ -81,14 +81,13 @@ import Testing
             let store = try ArchiveStore(directory: directory + "/store")
             let watcher = try store.startWatching(watchOptions(rescanInterval: nil, silent: true))
             // A thread blocked in waitUntilStopped waits on the same condition as the watcher's
-            // thread: the stop must wake the watcher, not only the waiter.
-            let waiter = Task.detached { watcher.waitUntilStopped(timeout: .seconds(10)) }
+            // thread: the stop must wake the watcher, not only the waiter. (A stop lost that way
+            // never arrives; the deadline is long because every watcher of this test process
+            // shares one inotify thread, which other suites keep busy with bursts of files.)
+            let waiter = Task.detached { watcher.waitUntilStopped(timeout: .seconds(60)) }
             try await Task.sleep(for: .milliseconds(200))
-            let clock = ContinuousClock()
-            let start = clock.now
             watcher.stop()
             #expect(await waiter.value, "the watcher did not stop")
-            #expect(clock.now - start < .seconds(3))
         }
     }
 }
