@@ -75,9 +75,11 @@ extension RemoteSyncTests {
                 let a = try ArchiveStore(directory: dir + "/a")
                 let b = try ArchiveStore(directory: dir + "/b")
                 // More than a page (2,000 rows) each way.
-                try fill(a, count: 2_500, size: 20, tag: "a")
-                try fill(b, count: 2_100, size: 20, tag: "b", collection: "Car")
-                let first = try Sync(a: LocalReplica(a), b: try pipeReplica(b.path), options: SyncOptions()).runNow()
+                try await offPool {
+                    try fill(a, count: 2_500, size: 20, tag: "a")
+                    try fill(b, count: 2_100, size: 20, tag: "b", collection: "Car")
+                }
+                let first = try await offPool { try Sync(a: LocalReplica(a), b: try pipeReplica(b.path), options: SyncOptions()).runNow() }
                 #expect(first.copiedToB == 2_500 && first.copiedToA == 2_100 && !first.incremental, "\(first)")
                 #expect(try a.liveHashes() == b.liveHashes())
                 #expect(filesOnDisk(dir + "/a") == filesOnDisk(dir + "/b"))
@@ -85,10 +87,10 @@ extension RemoteSyncTests {
                 // The far side as A this time; a change on each side, then nothing.
                 try a.put(Data("{\"a\":\"edited\"}".utf8), as: ObjectID(collection: "Item", key: "item7"))
                 try b.remove(ObjectID(collection: "Car", key: "item3"))
-                let second = try Sync(a: try pipeReplica(b.path), b: LocalReplica(a), options: SyncOptions()).runNow()
+                let second = try await offPool { try Sync(a: try pipeReplica(b.path), b: LocalReplica(a), options: SyncOptions()).runNow() }
                 #expect(second.incremental && second.copiedToA == 1 && second.deletedOnB == 1, "\(second)")
                 #expect(try a.liveHashes() == b.liveHashes())
-                let third = try Sync(a: LocalReplica(a), b: try pipeReplica(b.path), options: SyncOptions()).runNow()
+                let third = try await offPool { try Sync(a: LocalReplica(a), b: try pipeReplica(b.path), options: SyncOptions()).runNow() }
                 #expect(third.incremental && third.changes == 0 && third.merged == 0, "\(third)")
             }
         }
@@ -99,10 +101,10 @@ extension RemoteSyncTests {
                 let b = try ArchiveStore(directory: dir + "/b")
                 let id = try ObjectID(collection: "Person", key: "p1")
                 try a.put(Data("{\"v\":0}".utf8), as: id)
-                _ = try Sync(a: LocalReplica(a), b: try pipeReplica(b.path), options: SyncOptions()).runNow()
+                _ = try await offPool { try Sync(a: LocalReplica(a), b: try pipeReplica(b.path), options: SyncOptions()).runNow() }
                 try a.put(Data("{\"v\":\"a\"}".utf8), as: id)
                 try b.put(Data("{\"v\":\"b\"}".utf8), as: id)
-                let report = try Sync(a: LocalReplica(a), b: try pipeReplica(b.path), options: SyncOptions()).runNow()
+                let report = try await offPool { try Sync(a: LocalReplica(a), b: try pipeReplica(b.path), options: SyncOptions()).runNow() }
                 #expect(report.conflicts.count == 1, "\(report)")
                 #expect(try a.liveHashes() == b.liveHashes() && a.liveHashes().count == 2)
             }
@@ -159,13 +161,13 @@ extension RemoteSyncTests {
                     ("request before the handshake", session[2], "first request of a session must be the handshake"),
                 ]
                 for (name, bytes, message) in cases {
-                    let result = try runArchiveSync(["serve", "--stdio", dir + "/s"], stdin: Data(bytes))
+                    let result = try await runArchiveSync(["serve", "--stdio", dir + "/s"], stdin: Data(bytes))
                     #expect(result.status == 2 && result.errorOutput.contains(message), "\(name): \(result)")
                     #expect(try snapshot(dir + "/s") == before, "\(name) changed the store")
                 }
                 // The whole session but its bad write is served, and ends with exit 0.
                 let valid = session.enumerated().filter { $0.offset != 8 }.flatMap(\.element)
-                let served = try runArchiveSync(["serve", "--stdio", dir + "/s"], stdin: Data(valid))
+                let served = try await runArchiveSync(["serve", "--stdio", dir + "/s"], stdin: Data(valid))
                 #expect(served.status == 0, "\(served)")
             }
         }
@@ -198,7 +200,7 @@ extension RemoteSyncTests {
                         }
                         if Bool.random(using: &rng) { bytes = Array(bytes.prefix(Int.random(in: 0..<bytes.count, using: &rng))) }
                     }
-                    let result = try runArchiveSync(["serve", "--stdio", dir + "/s"], stdin: Data(bytes))
+                    let result = try await runArchiveSync(["serve", "--stdio", dir + "/s"], stdin: Data(bytes))
                     #expect([0, 1, 2].contains(result.status), "case \(n): \(result)")
                     #expect(try snapshot(dir + "/s") == before, "case \(n) changed the store: \(bytes)")
                 }

@@ -38,8 +38,9 @@ struct ChildResult: CustomStringConvertible {
     var description: String { "exit \(status)\n--- stdout ---\n\(output)\n--- stderr ---\n\(errorOutput)" }
 }
 
-/// A child process with its stdout and stderr in temp files (no pipe can fill up).
-final class Child {
+/// A child process with its stdout and stderr in temp files (no pipe can fill up). Used from
+/// one test at a time.
+final class Child: @unchecked Sendable {
     let process = Process()
     private let scratch: String
 
@@ -77,9 +78,17 @@ final class Child {
     }
 }
 
-/// Runs `archive-sync arguments` and waits for it.
-func runArchiveSync(_ arguments: [String], stdin: Data? = nil) throws -> ChildResult {
-    try Child(archiveSyncBinary, arguments, stdin: stdin).wait()
+/// Runs `archive-sync arguments` and waits for it, on a thread of its own.
+func runArchiveSync(_ arguments: [String], stdin: Data? = nil) async throws -> ChildResult {
+    try await offPool { try Child(archiveSyncBinary, arguments, stdin: stdin).wait() }
+}
+
+/// Runs blocking work on a thread of its own: the test runner's cooperative threads (as many
+/// as cores, 2 here) stay free for the tests that run alongside.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
 }
 
 /// A `serve --stdio` child of this process, over pipes: the protocol without ssh.

@@ -34,21 +34,21 @@ extension RemoteSyncTests {
                 try b.put(Data("{\"name\":\"bob\"}".utf8), as: ObjectID(collection: "Person", key: "p2"))
                 let remote = ["--rsh", server.rsh, "--remote-cmd", archiveSyncBinary]
 
-                let diff = try runArchiveSync(["diff", dir + "/a", server.location(dir + "/b")] + remote)
+                let diff = try await runArchiveSync(["diff", dir + "/a", server.location(dir + "/b")] + remote)
                 #expect(
                     diff.status == 0 && diff.output.contains("copy     Person/p1 to B") && diff.output.contains("copy     Person/p2 to A"), "\(diff)")
-                let first = try runArchiveSync(["sync", dir + "/a", server.location(dir + "/b")] + remote)
+                let first = try await runArchiveSync(["sync", dir + "/a", server.location(dir + "/b")] + remote)
                 #expect(first.status == 0 && first.output.contains("1 copied to B, 1 copied to A"), "\(first)")
                 #expect(try a.liveHashes() == b.liveHashes())
 
                 // The far side first.
                 try b.put(Data("{\"name\":\"bob, edited\"}".utf8), as: ObjectID(collection: "Person", key: "p2"))
-                let second = try runArchiveSync(["sync", server.location(dir + "/b"), dir + "/a", "--json"] + remote)
+                let second = try await runArchiveSync(["sync", server.location(dir + "/b"), dir + "/a", "--json"] + remote)
                 #expect(
                     second.status == 0 && second.output.contains("\"copiedToB\" : 1") && second.output.contains("\"incremental\" : true"), "\(second)"
                 )
                 #expect(try a.liveHashes() == b.liveHashes())
-                let third = try runArchiveSync(["sync", dir + "/a", server.location(dir + "/b")] + remote)
+                let third = try await runArchiveSync(["sync", dir + "/a", server.location(dir + "/b")] + remote)
                 #expect(third.status == 0 && third.output.hasSuffix(": 0 changes\n"), "\(third)")
             }
         }
@@ -58,15 +58,15 @@ extension RemoteSyncTests {
             defer { server.stop() }
             try await withTemporaryDirectory { dir in
                 _ = try ArchiveStore(directory: dir + "/a")
-                let missing = try runArchiveSync(
+                let missing = try await runArchiveSync(
                     ["sync", dir + "/a", server.location(dir + "/a2"), "--rsh", server.rsh, "--remote-cmd", "/nonexistent/archive-sync"])
                 #expect(
                     missing.status == 1 && missing.errorOutput.contains("before the handshake") && missing.errorOutput.contains("exit 127")
                         && missing.errorOutput.contains("/nonexistent/archive-sync"), "\(missing)")
-                let wrongPath = try runArchiveSync(
+                let wrongPath = try await runArchiveSync(
                     ["sync", dir + "/a", server.location(dir + "/no store here"), "--rsh", server.rsh, "--remote-cmd", archiveSyncBinary])
                 #expect(wrongPath.status == 1 && wrongPath.errorOutput.contains("\(dir)/no store here is not a usable store"), "\(wrongPath)")
-                let refused = try runArchiveSync(
+                let refused = try await runArchiveSync(
                     [
                         "sync", dir + "/a", "root@127.0.0.1:" + dir + "/b", "--rsh", "ssh -p 1 -o BatchMode=yes -o ConnectTimeout=5", "--remote-cmd",
                         archiveSyncBinary,
@@ -114,7 +114,7 @@ extension RemoteSyncTests {
             try await withTemporaryDirectory { dir in
                 let a = try ArchiveStore(directory: dir + "/a")
                 let count = 20_000
-                try fill(a, count: count, size: 400, tag: "a")
+                try await offPool { try fill(a, count: count, size: 400, tag: "a") }
                 _ = try ArchiveStore(directory: dir + "/b")
                 let sync = try Child(
                     archiveSyncBinary, ["sync", dir + "/a", server.location(dir + "/b"), "--rsh", server.rsh, "--remote-cmd", archiveSyncBinary])
@@ -123,12 +123,12 @@ extension RemoteSyncTests {
                 let deadline = Date().addingTimeInterval(120)
                 while arrived == 0 && Date() < deadline && sync.process.isRunning {
                     arrived = (try? FileManager.default.contentsOfDirectory(atPath: dir + "/b/Item").count) ?? 0
-                    usleep(5_000)
+                    try await Task.sleep(for: .milliseconds(5))
                 }
                 let ssh = children(of: sync.pid, named: "ssh")
                 #expect(ssh.count == 1, "no ssh child of the sync to kill")
                 for pid in ssh { kill(pid, SIGKILL) }
-                let killed = sync.wait()
+                let killed = try await offPool { [sync] in sync.wait() }
                 #expect(killed.status == 1 && killed.errorOutput.contains("connection to the far side closed"), "\(killed)")
                 #expect(arrived > 0 && arrived < count, "the kill came at \(arrived) of \(count) objects, not mid-transfer")
 
@@ -140,17 +140,17 @@ extension RemoteSyncTests {
                     for (path, data) in filesOnDisk(dir + "/b") where !path.contains(".archive-sync-tmp.") {
                         #expect(filesA[path] == data, "\(path) in B is neither absent nor A's")
                     }
-                    rerun = try runArchiveSync([
+                    rerun = try await runArchiveSync([
                         "sync", dir + "/a", server.location(dir + "/b"), "--rsh", server.rsh, "--remote-cmd", archiveSyncBinary,
                     ])
                     if !rerun.errorOutput.contains("another sync") { break }
-                    usleep(100_000)
+                    try await Task.sleep(for: .milliseconds(100))
                 }
                 #expect(rerun.status == 0, "\(rerun)")
                 let b = try ArchiveStore(directory: dir + "/b")
                 #expect(try a.liveHashes() == b.liveHashes())
                 #expect(filesOnDisk(dir + "/a") == filesOnDisk(dir + "/b"))
-                let verify = try runArchiveSync(["verify", dir + "/b"])
+                let verify = try await runArchiveSync(["verify", dir + "/b"])
                 #expect(verify.status == 0, "\(verify)")
             }
         }
