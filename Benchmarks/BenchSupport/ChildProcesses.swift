@@ -24,8 +24,13 @@ public func runCapturing(_ executable: String, _ arguments: [String]) throws -> 
 }
 
 /// Runs `executable` with `arguments`, its output sent to /dev/null, and times it from spawn
-/// to exit with `posix_spawn` and `wait4`. Returns the exit status (128+N for signal N) and
+/// to exit with `posix_spawn` and `waitpid`. Returns the exit status (128+N for signal N) and
 /// the child's peak resident memory in kilobytes.
+///
+/// The peak is `VmHWM` from `/proc/PID/status`, sampled every 2 ms by another thread while the
+/// child runs (it only grows, so the last sample holds the peak up to then), not `wait4`'s
+/// `ru_maxrss`: on Linux that counts the memory of the process that spawned the child, since
+/// a spawned child execs from its parent's address space, and a benchmark's own is large.
 public func runTimed(_ executable: String, _ arguments: [String]) throws -> (status: Int32, seconds: Double, maxResidentKilobytes: Int) {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
@@ -38,14 +43,57 @@ public func runTimed(_ executable: String, _ arguments: [String]) throws -> (sta
     let start = ContinuousClock.now
     let rc = posix_spawn(&pid, executable, &actions, nil, argv, environ)
     if rc != 0 { throw BenchError("cannot start \(executable): \(String(cString: strerror(rc)))") }
+    let sampler = PeakMemorySampler(pid: pid)
     var status: Int32 = 0
-    var usage = rusage()
-    while wait4(pid, &status, 0, &usage) < 0 {
-        if errno != EINTR { throw BenchError("wait4: \(String(cString: strerror(errno)))") }
+    while waitpid(pid, &status, 0) < 0 {
+        if errno != EINTR { throw BenchError("waitpid: \(String(cString: strerror(errno)))") }
     }
     let elapsed = (ContinuousClock.now - start).seconds
+    let peak = sampler.stop()
     let exited = status & 0x7F == 0
-    return (exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F), elapsed, Int(usage.ru_maxrss))
+    return (exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F), elapsed, peak)
+}
+
+/// Reads a running process's `VmHWM` every 2 ms on a thread of its own.
+private final class PeakMemorySampler: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var stopped = false
+    private var peak = 0
+    private var finished = false
+
+    init(pid: pid_t) {
+        Thread { [self] in
+            let path = "/proc/\(pid)/status"
+            while true {
+                condition.lock()
+                let done = stopped
+                condition.unlock()
+                if done { break }
+                if let text = try? String(contentsOfFile: path, encoding: .utf8),
+                    let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+                    let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+                {
+                    condition.lock()
+                    peak = max(peak, kilobytes)
+                    condition.unlock()
+                }
+                usleep(2_000)
+            }
+            condition.lock()
+            finished = true
+            condition.broadcast()
+            condition.unlock()
+        }.start()
+    }
+
+    /// Stops sampling and returns the largest `VmHWM` seen, in kilobytes.
+    func stop() -> Int {
+        condition.lock()
+        defer { condition.unlock() }
+        stopped = true
+        while !finished { condition.wait() }
+        return peak
+    }
 }
 
 /// The absolute path of `name` found on `PATH`, or nil.
