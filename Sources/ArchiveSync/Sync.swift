@@ -1,5 +1,6 @@
 import ArchiveStore
 import Foundation
+import Synchronization
 
 /// Makes two stores equal without losing anything either side wrote.
 ///
@@ -263,30 +264,29 @@ extension ReplicaEntry {
 /// Runs two independent calls at once, on this thread and one more.
 func inParallel<A: Sendable, B: Sendable>(_ first: @escaping @Sendable () throws -> A, _ second: @escaping @Sendable () throws -> B) throws -> (A, B)
 {
-    let result = ResultBox<B>()
-    let thread = Thread { result.set(Result { try second() }) }
-    thread.start()
+    let other = InBackground(second)
     let firstResult = Result { try first() }
-    let secondResult = result.wait()
+    let secondResult = Result { try other.value() }
     return (try firstResult.get(), try secondResult.get())
 }
 
-/// A value handed from one thread to another.
-private final class ResultBox<T: Sendable>: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var value: Result<T, any Error>?
+/// A value computed on a thread of its own.
+package final class InBackground<T: Sendable>: Sendable {
+    private let result = Mutex<Result<T, any Error>?>(nil)
+    private let done = DispatchSemaphore(value: 0)
 
-    func set(_ value: Result<T, any Error>) {
-        condition.lock()
-        self.value = value
-        condition.broadcast()
-        condition.unlock()
+    package init(_ body: @escaping @Sendable () throws -> T) {
+        Thread { [self] in
+            let value = Result { try body() }
+            result.withLock { $0 = value }
+            done.signal()
+        }.start()
     }
 
-    func wait() -> Result<T, any Error> {
-        condition.lock()
-        defer { condition.unlock() }
-        while value == nil { condition.wait() }
-        return value!
+    /// Waits for the value, or rethrows what the computation threw.
+    package func value() throws -> T {
+        done.wait()
+        done.signal()
+        return try result.withLock { $0! }.get()
     }
 }

@@ -37,6 +37,7 @@ package final class LocalReplica: SyncReplica {
     package let store: ArchiveStore
     package let name: String
     private let lock = Mutex<StoreLock?>(nil)
+    private let madeCurrentAhead = Mutex<Bool?>(nil)
 
     package init(_ store: ArchiveStore, name: String? = nil) {
         self.store = store
@@ -52,7 +53,20 @@ package final class LocalReplica: SyncReplica {
 
     package var replica: ReplicaID { store.replica }
 
+    /// Makes the store current now, before the sync begins (while a far side connects); the
+    /// sync's own ``makeCurrent()`` then returns this result instead of scanning again. Safe:
+    /// what changes after the scan is the next sync's, as with a scan inside the sync.
+    package func makeCurrentAhead() throws {
+        let scanned = try makeCurrent()
+        madeCurrentAhead.withLock { $0 = scanned }
+    }
+
     package func makeCurrent() throws -> Bool {
+        if let ahead = madeCurrentAhead.withLock({ value in
+            defer { value = nil }; return value
+        }) {
+            return ahead
+        }
         if try store.isKeptCurrentByWatcher() { return false }
         _ = try store.scan()
         return true

@@ -11,24 +11,20 @@ struct StorePairArguments: ParsableArguments {
     @Argument(help: ArgumentHelp("The second store: a directory, or [user@]host:path on another host.", valueName: "b"))
     var b: String
 
-    /// Opens both stores. A directory that is not a store (an unmounted disk looks empty) is
-    /// refused unless `create`, which makes it one.
-    func open(create: Bool) throws -> (ArchiveStore, ArchiveStore) {
-        func open(_ path: String) throws -> ArchiveStore {
-            do {
-                return try ArchiveStore(directory: path, options: .init(create: false))
-            } catch ArchiveError.notAStore(let path, let reason) where create {
-                _ = reason
-                return try ArchiveStore(directory: path, options: .init(create: true))
-            } catch ArchiveError.notAStore(let path, let reason) {
-                throw ArchiveError.notAStore(
-                    path: path,
-                    reason:
-                        "\(reason); a store's marker missing can mean an unmounted disk, so nothing was synced (use --force to make it a store and sync into it)"
-                )
-            }
+    /// Opens the store in `path`. A directory that is not a store (an unmounted disk looks
+    /// empty) is refused unless `create`, which makes it one.
+    static func openStore(_ path: String, create: Bool) throws -> ArchiveStore {
+        do {
+            return try ArchiveStore(directory: path, options: .init(create: false))
+        } catch ArchiveError.notAStore(_, _) where create {
+            return try ArchiveStore(directory: path, options: .init(create: true))
+        } catch ArchiveError.notAStore(let path, let reason) {
+            throw ArchiveError.notAStore(
+                path: path,
+                reason:
+                    "\(reason); a store's marker missing can mean an unmounted disk, so nothing was synced (use --force to make it a store and sync into it)"
+            )
         }
-        return (try open(a), try open(b))
     }
 }
 
