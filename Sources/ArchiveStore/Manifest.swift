@@ -361,29 +361,19 @@ final class ManifestTransaction {
 
     /// Every collection with at least one row.
     func collections() throws -> [String] {
+        // One seek per collection along the primary key, not a pass over every row.
         var names: [String] = []
-        try db.query("SELECT DISTINCT collection FROM objects ORDER BY collection") { names.append($0.text(0)) }
+        while let next = try db.first(
+            "SELECT collection FROM objects WHERE collection > ? ORDER BY collection LIMIT 1", [.text(names.last ?? "")], { $0.text(0) })
+        {
+            names.append(next)
+        }
         return names
     }
 
     /// Live objects and their total size.
     func totals() throws -> (objects: Int, bytes: Int) {
         try db.first("SELECT count(*), coalesce(sum(size), 0) FROM objects WHERE deleted = 0") { (Int($0.int(0)), Int($0.int(1))) } ?? (0, 0)
-    }
-
-    /// How many rows (tombstones included) each collection has.
-    func rowCounts() throws -> [(String, Int)] {
-        var counts: [(String, Int)] = []
-        try db.query("SELECT collection, count(*) FROM objects GROUP BY collection") { counts.append(($0.text(0), Int($0.int(1)))) }
-        return counts
-    }
-
-    /// Calls `body` with the collection, file name and stamp of every row: what a scan compares.
-    func forEachStamp(_ body: (String, String, StampRow) -> Void) throws {
-        try db.query("SELECT collection, file, key, stamp_size, stamp_mtime, stamp_inode, racy, deleted FROM objects") { row in
-            let stamp = row.optionalInt(3).map { FileStamp(size: $0, mtimeNanoseconds: row.int(4), inode: UInt64(bitPattern: row.int(5))) }
-            body(row.text(0), row.text(1), StampRow(key: row.text(2), stamp: stamp, racy: row.int(6) != 0, isDeleted: row.int(7) != 0))
-        }
     }
 
     /// Calls `body` with the file name and stamp of every row in `collection`.

@@ -60,15 +60,15 @@ extension ArchiveStore {
         do {
             var report = ScanReport()
             var candidates: [Candidate] = []
-            // Reading the manifest's stamps and listing the disk are independent: do both at once.
-            var (known, listings) = try concurrently(
-                { try self.manifest.read { try $0.stampsByCollection() } },
-                { try self.listCollections() })
+            // One directory at a time, its rows streamed from the manifest: a scan holds no copy
+            // of the manifest and no listing but the current directory's.
+            let known = try manifest.read { try $0.collections() }
             // Long collection names are hashed on disk: the manifest knows their real names.
             var collectionsByDirectory: [ExactName: String] = [:]
-            for collection in known.keys { collectionsByDirectory[ExactName(FileName.encode(collection.string))] = collection.string }
-
-            for listing in listings {
+            for collection in known { collectionsByDirectory[ExactName(FileName.encode(collection))] = collection }
+            var unseen = Set(known.map(ExactName.init))
+            for entry in try FileSystem.listDirectory(root, path: path) where !FileName.isReserved(entry.name) {
+                guard let listing = try listCollection(entry.name, type: entry.type) else { continue }  // gone since listed
                 report.removedTempFiles += listing.removedTempFiles
                 if let problem = listing.problem {
                     report.ignored.append(IgnoredEntry(path: listing.directoryName, reason: problem))
@@ -78,15 +78,12 @@ extension ArchiveStore {
                     report.ignored.append(IgnoredEntry(path: listing.directoryName, reason: "not a name the store writes"))
                     continue
                 }
-                let rows = known.removeValue(forKey: ExactName(collection)) ?? [:]
-                try examine(listing, of: collection, rows: rows, into: &candidates, report: &report)
+                unseen.remove(ExactName(collection))
+                try examine(listing, of: collection, into: &candidates, report: &report)
             }
             // Collections whose directory is gone: every live object in them was deleted.
-            for (collection, rows) in known {
-                for (file, row) in rows where !row.isDeleted {
-                    candidates.append(
-                        Candidate(collection: collection.string, directoryName: FileName.encode(collection.string), file: file.string, key: row.key))
-                }
+            for collection in unseen {
+                try addLiveObjects(of: collection.string, directoryName: FileName.encode(collection.string), to: &candidates)
             }
             try record(candidates, into: &report, progress: progress)
             try manifest.write { try $0.setMeta("last_scan", String(Manifest.now())) }
@@ -126,23 +123,18 @@ extension ArchiveStore {
                 if let files, try examine(files.map(\.string), in: directoryName.string, of: collection, into: &candidates, report: &report) {
                     continue
                 }
-                let rows = try manifest.read { try $0.stamps(in: collection) }
                 guard let listing = try listCollection(directoryName.string) else {
-                    for (file, row) in rows where !row.isDeleted {
-                        candidates.append(Candidate(collection: collection, directoryName: directoryName.string, file: file.string, key: row.key))
-                    }
+                    try addLiveObjects(of: collection, directoryName: directoryName.string, to: &candidates)
                     continue
                 }
                 report.removedTempFiles += listing.removedTempFiles
                 if let problem = listing.problem {
                     // A symlink or a file where the collection was: its objects are gone.
                     report.ignored.append(IgnoredEntry(path: listing.directoryName, reason: problem))
-                    for (file, row) in rows where !row.isDeleted {
-                        candidates.append(Candidate(collection: collection, directoryName: directoryName.string, file: file.string, key: row.key))
-                    }
+                    try addLiveObjects(of: collection, directoryName: directoryName.string, to: &candidates)
                     continue
                 }
-                try examine(listing, of: collection, rows: rows, into: &candidates, report: &report)
+                try examine(listing, of: collection, into: &candidates, report: &report)
             }
             try record(candidates, into: &report, progress: nil)
             return report
@@ -167,84 +159,92 @@ extension ArchiveStore {
         return try manifest.read { try $0.collections() }.first { ExactName(FileName.encode($0)) == ExactName(name) }
     }
 
-    /// Compares one listed collection directory with its rows: the files to read, and the rows
-    /// whose file is gone, become candidates.
-    private func examine(
-        _ listing: Listing, of collection: String, rows: [ExactName: StampRow], into candidates: inout [Candidate], report: inout ScanReport
-    ) throws {
+    /// Compares one listed collection directory with its rows, streamed from the manifest: the
+    /// files to read, and the rows whose file is gone, become candidates.
+    private func examine(_ listing: Listing, of collection: String, into candidates: inout [Candidate], report: inout ScanReport) throws {
         let directoryName = listing.directoryName
         let files = listing.files
-        // Stat each file and find its row on every core: the bulk of an unchanged scan.
+        // Stat each file on every core: the bulk of an unchanged scan.
         let directoryPath = path + "/" + directoryName
         let directory = try FileSystem.openDirectory(directoryName, in: root, path: directoryPath)
         defer { directory.close() }
-        let compared = try parallelMap(files.count) { index -> Comparison in
-            guard let status = try FileSystem.status(files[index], in: directory.fd, path: directoryPath + "/" + files[index]) else {
-                return .vanished
-            }
-            if status.kind == .regular, let row = rows[ExactName(files[index])], !row.isDeleted, !row.racy, row.stamp == status.stamp {
-                return .unchanged
-            }
-            return .examine(status)
+        let statuses = try parallelMap(files.count) { index in
+            try FileSystem.status(files[index], in: directory.fd, path: directoryPath + "/" + files[index])
+        }
+        var indexByName = [ExactName: Int](minimumCapacity: files.count)
+        for (index, file) in files.enumerated() { indexByName[ExactName(file)] = index }
+        func add(_ file: String, key: String) {
+            candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: key))
+        }
+        func ignore(_ file: String, _ reason: String) {
+            report.ignored.append(IgnoredEntry(path: directoryName + "/" + file, reason: reason))
         }
 
-        var matchedRows = 0
-        var newFiles: [String] = []
-        for (file, comparison) in zip(files, compared) {
-            let status: FileStatus
-            switch comparison {
-            case .vanished: continue  // gone since the listing
-            case .unchanged:
-                matchedRows += 1
-                report.unchanged += 1
-                continue
-            case .examine(let examined): status = examined
-            }
-            let row = rows[ExactName(file)]
-            if let row, !row.isDeleted { matchedRows += 1 }
-            guard status.kind == .regular else {
-                report.ignored.append(IgnoredEntry(path: directoryName + "/" + file, reason: Self.reason(notRegular: status.kind)))
-                if let row, !row.isDeleted {
-                    candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: row.key))
+        // Every row against the file it names (nil when gone, or gone since the listing).
+        var named = [Bool](repeating: false, count: files.count)
+        var liveAndPresent = 0
+        try manifest.read { tx in
+            try tx.forEachStamp(in: collection) { file, row in
+                let index = indexByName[ExactName(file)]
+                if let index { named[index] = true }
+                guard let status = index.flatMap({ statuses[$0] }) else {
+                    if !row.isDeleted { add(file, key: row.key) }  // its file is gone: a delete
+                    return
                 }
+                if !row.isDeleted { liveAndPresent += 1 }
+                if status.kind != .regular {
+                    ignore(file, Self.reason(notRegular: status.kind))
+                    if !row.isDeleted { add(file, key: row.key) }
+                } else if row.isDeleted || row.racy || row.stamp != status.stamp {
+                    add(file, key: row.key)
+                } else {
+                    report.unchanged += 1
+                }
+            }
+        }
+
+        // Files no row names are new objects, unless their key is held by another file
+        // (`a.json` beside `a.plist` is not another version of `a`, or each scan would flip
+        // between the two).
+        var newFiles: [(file: String, key: String)] = []
+        for index in files.indices where !named[index] {
+            guard let status = statuses[index] else { continue }  // gone since the listing
+            guard status.kind == .regular else {
+                ignore(files[index], Self.reason(notRegular: status.kind))
                 continue
             }
-            if let row {
-                candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: row.key))
-            } else {
-                newFiles.append(file)
+            guard let key = Self.key(ofNewFile: files[index]) else {
+                ignore(files[index], "a name the store cannot map to a key")
+                continue
             }
+            newFiles.append((files[index], key))
         }
-        // Only when something is missing or new: which rows lost their file, and which
-        // file holds each key (a second file for a key, `a.json` beside `a.plist`, is not
-        // another version of it, or each scan would flip between the two).
-        let liveRows = rows.values.count { !$0.isDeleted }
-        guard matchedRows < liveRows || !newFiles.isEmpty else { return }
-        var present: Set<ExactName> = []
-        for (file, comparison) in zip(files, compared) {
-            if case .vanished = comparison { continue }  // deleted since the listing: not present
-            present.insert(ExactName(file))
-        }
+        guard !newFiles.isEmpty else { return }
         var holders: [ExactName: String] = [:]
-        for (file, row) in rows where !row.isDeleted {
-            if present.contains(file) {
-                holders[ExactName(row.key)] = file.string
-            } else {
-                candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file.string, key: row.key))
+        try manifest.read { tx in
+            for (file, key) in newFiles {
+                if let holder = holders[ExactName(key)] {
+                    ignore(file, "\(directoryName)/\(holder) already holds the key '\(key)'")
+                    continue
+                }
+                if liveAndPresent > 0, let row = try tx.object(ObjectID(unchecked: collection, key: key)), !row.isDeleted,
+                    let index = indexByName[ExactName(row.file)], statuses[index] != nil
+                {
+                    ignore(file, "\(directoryName)/\(row.file) already holds the key '\(key)'")
+                    continue
+                }
+                holders[ExactName(key)] = file
+                add(file, key: key)
             }
         }
-        for file in newFiles {
-            let relative = directoryName + "/" + file
-            guard let key = Self.key(ofNewFile: file) else {
-                report.ignored.append(IgnoredEntry(path: relative, reason: "a name the store cannot map to a key"))
-                continue
+    }
+
+    /// Adds every live object of a collection whose directory is gone, to be recorded as deleted.
+    private func addLiveObjects(of collection: String, directoryName: String, to candidates: inout [Candidate]) throws {
+        try manifest.read { tx in
+            try tx.forEachStamp(in: collection) { file, row in
+                if !row.isDeleted { candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: row.key)) }
             }
-            if let holder = holders[ExactName(key)], ExactName(holder) != ExactName(file) {
-                report.ignored.append(IgnoredEntry(path: relative, reason: "\(directoryName)/\(holder) already holds the key '\(key)'"))
-                continue
-            }
-            holders[ExactName(key)] = file
-            candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: key))
         }
     }
 
@@ -364,16 +364,6 @@ extension ArchiveStore {
         }
     }
 
-    /// What a scan's parallel lanes found for one file.
-    private enum Comparison: Sendable {
-        /// Removed since the directory was listed.
-        case vanished
-        /// A regular file with its row's stamp: nothing to do.
-        case unchanged
-        /// Anything else, for the scan to look at.
-        case examine(FileStatus)
-    }
-
     /// One directory at the root of the store, listed by a scan.
     private struct Listing: Sendable {
         var directoryName: String
@@ -381,14 +371,6 @@ extension ArchiveStore {
         var problem: String?
         var files: [String] = []
         var removedTempFiles = 0
-    }
-
-    /// Lists every directory at the root and each file in it (removing dead processes' temp
-    /// files on the way).
-    private func listCollections() throws -> [Listing] {
-        try FileSystem.listDirectory(root, path: path).compactMap { entry in
-            FileName.isReserved(entry.name) ? nil : try listCollection(entry.name, type: entry.type)
-        }
     }
 
     /// Lists one directory at the root, or returns nil when it does not exist.
@@ -430,23 +412,4 @@ struct StampRow: Sendable {
     var stamp: FileStamp?
     var racy: Bool
     var isDeleted: Bool
-}
-
-extension ManifestTransaction {
-    /// Every row's stamp, by collection and then by file name.
-    func stampsByCollection() throws -> [ExactName: [ExactName: StampRow]] {
-        var result: [ExactName: [ExactName: StampRow]] = [:]
-        for (collection, count) in try rowCounts() {
-            result[ExactName(collection)] = Dictionary(minimumCapacity: count)
-        }
-        try forEachStamp { collection, file, row in result[ExactName(collection), default: [:]][ExactName(file)] = row }
-        return result
-    }
-
-    /// The stamps of one collection's rows, by file name.
-    func stamps(in collection: String) throws -> [ExactName: StampRow] {
-        var result: [ExactName: StampRow] = [:]
-        try forEachStamp(in: collection) { file, row in result[ExactName(file)] = row }
-        return result
-    }
 }

@@ -159,6 +159,37 @@ struct ScanTests {
         }
     }
 
+    @Test func aKeyWhoseFileChangedCodecMovesToTheNewFile() throws {
+        try withStore { store, path throws in
+            try store.save(Person(name: "A", age: 1), forKey: "a")
+            try store.save(Person(name: "B", age: 2), forKey: "b")
+            // Another program converts a.json to a.plist: the old file goes, the new one comes.
+            try FileManager.default.removeItem(atPath: path + "/Person/a.json")
+            try overwrite(path + "/Person/a.plist", with: ArchiveCodec.propertyList.encode(Person(name: "A2", age: 3)))
+
+            let report = try store.scan()
+            #expect(report.ignored.isEmpty)
+            #expect(report.changes.allSatisfy { $0.id.key == "a" })
+            #expect(try store.load(Person.self, forKey: "a") == Person(name: "A2", age: 3))
+            #expect(try store.history(of: Person.self, forKey: "a").last?.file == "a.plist")
+            #expect(try store.scan().changes.isEmpty)
+        }
+    }
+
+    @Test func aDeletedObjectsFileWrittenAgainIsANewVersion() throws {
+        try withStore { store, path throws in
+            try store.save(Person(name: "A", age: 1), forKey: "a")
+            try store.remove(Person.self, forKey: "a")
+            try overwrite(path + "/Person/a.json", with: json(Person(name: "Back", age: 2)))
+
+            let report = try store.scan()
+            #expect(report.changes.map(\.kind) == [.created])
+            #expect(report.changes.first?.version == 3)
+            #expect(try store.load(Person.self, forKey: "a") == Person(name: "Back", age: 2))
+            #expect(try store.scan().changes.isEmpty)
+        }
+    }
+
     @Test func staleTempFileOfADeadProcessIsRemovedByScan() throws {
         try withStore { store, path throws in
             try store.save(Person(name: "A", age: 1), forKey: "a")
