@@ -52,6 +52,9 @@ struct FileHandle {
     func close() { _ = Glibc.close(fd) }
 }
 
+/// `UTIME_OMIT` from `<sys/stat.h>` (a macro Swift does not import): leave this time as it is.
+private let utimeOmit = (1 << 30) - 2
+
 /// Thin, typed wrappers over the POSIX calls the store needs.
 ///
 /// Every name is resolved relative to an open directory with `O_NOFOLLOW`, so that nothing
@@ -182,7 +185,10 @@ enum FileSystem {
     /// Creates `name` (which must not exist) and writes `data` to it; with `sync`, also
     /// `fdatasync`s it. The corresponding C functions are `openat`, `write`, `fdatasync` and `fstat`.
     /// - Returns: the new file's stamp.
-    static func writeNewFile(_ name: String, in directory: Int32, data: Data, sync: Bool, path: @autoclosure () -> String) throws -> FileStamp {
+    /// - Parameter modified: when given, the file's mtime (nanoseconds since 1970), as `touch -d` would set it.
+    static func writeNewFile(
+        _ name: String, in directory: Int32, data: Data, sync: Bool, modified: Int64? = nil, path: @autoclosure () -> String
+    ) throws -> FileStamp {
         let fd = try check("open", path()) {
             openat(directory, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o644)
         }
@@ -199,6 +205,13 @@ enum FileSystem {
                 }
                 written += n
             }
+        }
+        if let modified {
+            let times = [
+                timespec(tv_sec: 0, tv_nsec: utimeOmit),
+                timespec(tv_sec: Int(modified / 1_000_000_000), tv_nsec: Int(modified % 1_000_000_000)),
+            ]
+            try check("futimens", path()) { futimens(handle.fd, times) }
         }
         if sync { try check("fdatasync", path()) { fdatasync(handle.fd) } }
         var info = stat()

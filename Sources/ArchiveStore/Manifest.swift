@@ -214,6 +214,10 @@ final class Manifest: Sendable {
     }
 
     /// Nanoseconds since 1970, from the real-time clock.
+    /// Within this many nanoseconds of a file's mtime, a rewrite of the same size could keep
+    /// its stamp (file system clocks are coarse), so a stamp that new is not trusted.
+    static let racyWindow: Int64 = 2_000_000_000
+
     static func now() -> Int64 {
         var time = timespec()
         clock_gettime(CLOCK_REALTIME, &time)
@@ -408,8 +412,7 @@ final class ManifestTransaction {
     }
 
     private func isRacy(_ stamp: FileStamp) -> Bool {
-        // Within 2 s of the file's mtime, a rewrite of the same size could keep the stamp.
-        now - stamp.mtimeNanoseconds < 2_000_000_000
+        now - stamp.mtimeNanoseconds < Manifest.racyWindow
     }
 
     /// Records one change as the object's next version: bumps its version and this replica's

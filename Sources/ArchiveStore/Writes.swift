@@ -170,11 +170,18 @@ extension ArchiveStore {
     /// flushes them: `fdatasync` for one, one `syncfs` for many.
     private func writeTempFiles(_ writes: inout [PendingWrite], entries: [WriteIntent.Entry], directories: [ExactName: FileHandle]) throws {
         let snapshot = writes
+        // A sync's file keeps the time its object was modified, as `rsync -a` keeps times. A
+        // time older than the racy window also makes its stamp trustworthy at once: any later
+        // write gives the file a new mtime. (A file written now may be written again within
+        // the clock's granularity without its stamp changing, so the next scan reads it.)
+        let racyBefore = Manifest.now() - Manifest.racyWindow
         let stamps = try parallelMap(writes.count, threshold: 256) { index -> FileStamp? in
             guard let temp = entries[index].temp, let content = snapshot[index].content,
                 let directory = directories[ExactName(snapshot[index].id.collection)]
             else { return nil }
-            return try FileSystem.writeNewFile(temp, in: directory.fd, data: content, sync: snapshot.count == 1, path: directory.path + "/" + temp)
+            let modified = snapshot[index].incoming.map(\.modified).flatMap { $0 > 0 && $0 < racyBefore ? $0 : nil }
+            return try FileSystem.writeNewFile(
+                temp, in: directory.fd, data: content, sync: snapshot.count == 1, modified: modified, path: directory.path + "/" + temp)
         }
         for (index, stamp) in stamps.enumerated() { writes[index].stamp = stamp }
         if writes.count > 1, entries.contains(where: { $0.temp != nil }) {

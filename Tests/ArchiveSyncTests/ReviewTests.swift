@@ -4,6 +4,10 @@ import Testing
 
 @testable import ArchiveSync
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A store here whose file of one object another program rewrites while a sync writes into it.
 private final class InterferingReplica: SyncReplica, @unchecked Sendable {
     let local: LocalReplica
@@ -118,6 +122,31 @@ struct ReviewTests {
             _ = try await Sync(local: b, remote: c, options: SyncOptions(force: true)).run()
             #expect(try b.liveHashes()[id] == nil)
             #expect(try c.liveHashes()[id] == nil)
+        }
+    }
+
+    /// A synced file keeps its object's modification time, so the next scan trusts its stamp
+    /// and reads nothing; an edit made right after the sync, same size, is still seen.
+    @Test func aSyncedFileKeepsItsTimeAndItsStampIsTrusted() async throws {
+        try await withTemporaryDirectory { dir in
+            let (a, b) = (try ArchiveStore(directory: dir + "/a"), try ArchiveStore(directory: dir + "/b"))
+            for key in ["x", "y", "z"] { try put(a, key, "{\"v\":\"\(key)\"}") }
+            try await Task.sleep(for: .milliseconds(2_100))  // past the racy window of the versions' times
+            _ = try await Sync(local: a, remote: b).run()
+
+            let id = try ObjectID(collection: "P", key: "x")
+            let modified = try #require(a.replicaEntries(for: [id]).first??.modified)
+            var info = stat()
+            #expect(lstat(dir + "/b/P/x.json", &info) == 0)
+            #expect(Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec) == modified)
+            let scan = try b.scan()
+            #expect(scan.changes.isEmpty)
+            #expect(scan.unchanged == 3)
+            #expect(scan.touched == 0)
+
+            try Data("{\"v\":\"X\"}".utf8).write(to: URL(fileURLWithPath: dir + "/b/P/x.json"))  // same size
+            #expect(try b.scan().changes.map(\.id) == [id])
+            #expect(try text(b, "x") == "{\"v\":\"X\"}")
         }
     }
 }
