@@ -107,7 +107,12 @@ enum FileName {
 
     /// True for names that are never objects: dot files, including temp files and `.archive-sync`.
     static func isReserved(_ name: String) -> Bool {
-        name.utf8.first == UInt8(ascii: ".")
+        isReserved(name.utf8)
+    }
+
+    /// ``isReserved(_:)`` of a name's UTF-8 bytes.
+    static func isReserved(_ name: some Collection<UInt8>) -> Bool {
+        name.first == UInt8(ascii: ".")
     }
 
     private static func needsEscape(_ byte: UInt8, first: Bool) -> Bool {

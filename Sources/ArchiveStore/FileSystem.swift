@@ -55,6 +55,9 @@ struct FileHandle {
 /// `UTIME_OMIT` from `<sys/stat.h>` (a macro Swift does not import): leave this time as it is.
 private let utimeOmit = (1 << 30) - 2
 
+/// Where `d_name` starts in a `dirent`.
+private let direntNameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+
 /// Thin, typed wrappers over the POSIX calls the store needs.
 ///
 /// Every name is resolved relative to an open directory with `O_NOFOLLOW`, so that nothing
@@ -247,6 +250,11 @@ enum FileSystem {
     /// Describes an entry without following a symlink, or returns nil when it does not exist.
     /// The corresponding C function is `fstatat` with `AT_SYMLINK_NOFOLLOW`.
     static func status(_ name: String, in directory: Int32, path: @autoclosure () -> String) throws -> FileStatus? {
+        try name.withCString { try status($0, in: directory, path: path()) }
+    }
+
+    /// ``status(_:in:path:)`` of a name given as a C string.
+    static func status(_ name: UnsafePointer<CChar>, in directory: Int32, path: @autoclosure () -> String) throws -> FileStatus? {
         var info = stat()
         if fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) != 0 {
             let code = errno
@@ -273,6 +281,18 @@ enum FileSystem {
     /// Lists a directory, leaving out `.` and `..`.
     /// The corresponding C functions are `fdopendir` and `readdir`.
     static func listDirectory(_ directory: Int32, path: @autoclosure () -> String) throws -> [DirectoryEntry] {
+        var entries: [DirectoryEntry] = []
+        try forEachEntry(of: directory, path: path()) { name, type in
+            entries.append(DirectoryEntry(name: String(decoding: name, as: UTF8.self), type: type))
+        }
+        return entries
+    }
+
+    /// Calls `body` with each entry's name (its bytes, valid during the call) and type, leaving
+    /// out `.` and `..`. The corresponding C functions are `fdopendir` and `readdir`.
+    static func forEachEntry(
+        of directory: Int32, path: @autoclosure () -> String, _ body: (_ name: UnsafeBufferPointer<UInt8>, _ type: UInt8) throws -> Void
+    ) throws {
         // A new open file description, not dup(): a dup shares the offset that readdir moves,
         // and two threads listing one directory would each get part of it.
         let copy = try check("open", path()) { openat(directory, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
@@ -283,18 +303,16 @@ enum FileSystem {
         }
         defer { closedir(stream) }
         rewinddir(stream)
-        var entries: [DirectoryEntry] = []
         while true {
             errno = 0
             guard let entry = readdir(stream) else {
                 if errno != 0 { throw SystemCallError(call: "readdir", path: path(), errno: errno) }
-                return entries
+                return
             }
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            if name == "." || name == ".." { continue }
-            entries.append(DirectoryEntry(name: name, type: entry.pointee.d_type))
+            let start = (UnsafeRawPointer(entry) + direntNameOffset).assumingMemoryBound(to: UInt8.self)
+            let name = UnsafeBufferPointer(start: start, count: strlen(UnsafeRawPointer(start).assumingMemoryBound(to: CChar.self)))
+            if name.elementsEqual(".".utf8) || name.elementsEqual("..".utf8) { continue }
+            try body(name, entry.pointee.d_type)
         }
     }
 }

@@ -380,12 +380,10 @@ final class ManifestTransaction {
         try db.first("SELECT count(*), coalesce(sum(size), 0) FROM objects WHERE deleted = 0") { (Int($0.int(0)), Int($0.int(1))) } ?? (0, 0)
     }
 
-    /// Calls `body` with the file name and stamp of every row in `collection`.
-    func forEachStamp(in collection: String, _ body: (String, StampRow) -> Void) throws {
+    /// Calls `body` with every row of `collection`, as a scan compares it.
+    func forEachStamp(in collection: String, _ body: (StampRow) throws -> Void) throws {
         try db.query("SELECT file, key, stamp_size, stamp_mtime, stamp_inode, racy, deleted FROM objects WHERE collection = ?", [.text(collection)]) {
-            row in
-            let stamp = row.optionalInt(2).map { FileStamp(size: $0, mtimeNanoseconds: row.int(3), inode: UInt64(bitPattern: row.int(4))) }
-            body(row.text(0), StampRow(key: row.text(1), stamp: stamp, racy: row.int(5) != 0, isDeleted: row.int(6) != 0))
+            try body(StampRow(row: $0))
         }
     }
 

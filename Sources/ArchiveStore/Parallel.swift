@@ -2,29 +2,31 @@ import Foundation
 import Synchronization
 
 /// `(0..<count).map(transform)` on every core, for work that is mostly system calls (stat,
-/// create, write) and so scales with cores. Runs serially below `threshold` items.
+/// create, write) and so scales with cores. Runs serially below `threshold` items. Each core
+/// fills its own part of the one result array (plain values only: nothing to release when a
+/// transform throws halfway).
 @discardableResult
-func parallelMap<T: Sendable>(_ count: Int, threshold: Int = 1024, _ transform: @Sendable (Int) throws -> T) throws -> [T] {
+func parallelMap<T: Sendable & BitwiseCopyable>(_ count: Int, threshold: Int = 1024, _ transform: @Sendable (Int) throws -> T) throws -> [T] {
     let lanes = count >= threshold ? max(1, ProcessInfo.processInfo.activeProcessorCount) : 1
     if lanes == 1 { return try (0..<count).map(transform) }
-    let results = Mutex<[Int: [T]]>([:])
     let failure = Mutex<(any Error)?>(nil)
     let chunk = (count + lanes - 1) / lanes
-    DispatchQueue.concurrentPerform(iterations: lanes) { lane in
-        var local: [T] = []
-        local.reserveCapacity(chunk)
-        for index in lane * chunk..<min(count, (lane + 1) * chunk) {
-            do {
-                local.append(try transform(index))
-            } catch {
-                failure.withLock { $0 = $0 ?? error }
-                return
+    let results = try [T](unsafeUninitializedCapacity: count) { buffer, initialized in
+        nonisolated(unsafe) let base = buffer.baseAddress!
+        DispatchQueue.concurrentPerform(iterations: lanes) { lane in
+            for index in lane * chunk..<min(count, (lane + 1) * chunk) {
+                do {
+                    (base + index).initialize(to: try transform(index))
+                } catch {
+                    failure.withLock { $0 = $0 ?? error }
+                    return
+                }
             }
         }
-        results.withLock { $0[lane] = local }
+        if let error = failure.withLock({ $0 }) { throw error }
+        initialized = count
     }
-    if let error = failure.withLock({ $0 }) { throw error }
-    return results.withLock { parts in (0..<lanes).flatMap { parts[$0] ?? [] } }
+    return results
 }
 
 /// Runs `first` and `second` at the same time, on two threads.

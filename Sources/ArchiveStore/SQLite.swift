@@ -145,6 +145,11 @@ struct SQLiteRow {
         guard let pointer = sqlite3_column_text(statement, column) else { return "" }
         return String(cString: pointer)
     }
+    /// Calls `body` with a text column's UTF-8 bytes, valid during the call: no `String` is made.
+    func withText<R>(_ column: Int32, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+        let pointer = sqlite3_column_text(statement, column)  // before the count, as SQLite asks
+        return try body(UnsafeBufferPointer(start: pointer, count: pointer == nil ? 0 : Int(sqlite3_column_bytes(statement, column))))
+    }
     func blob(_ column: Int32) -> Data {
         let count = Int(sqlite3_column_bytes(statement, column))
         guard count > 0, let pointer = sqlite3_column_blob(statement, column) else { return Data() }

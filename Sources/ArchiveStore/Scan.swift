@@ -169,10 +169,12 @@ extension ArchiveStore {
         let directory = try FileSystem.openDirectory(directoryName, in: root, path: directoryPath)
         defer { directory.close() }
         let statuses = try parallelMap(files.count) { index in
-            try FileSystem.status(files[index], in: directory.fd, path: directoryPath + "/" + files[index])
+            try files.withName(index) { name in
+                try name.withMemoryRebound(to: CChar.self) {  // NUL-terminated in the list
+                    try FileSystem.status($0.baseAddress!, in: directory.fd, path: directoryPath + "/" + files.name(index))
+                }
+            }
         }
-        var indexByName = [ExactName: Int](minimumCapacity: files.count)
-        for (index, file) in files.enumerated() { indexByName[ExactName(file)] = index }
         func add(_ file: String, key: String) {
             candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: key))
         }
@@ -184,19 +186,20 @@ extension ArchiveStore {
         var named = [Bool](repeating: false, count: files.count)
         var liveAndPresent = 0
         try manifest.read { tx in
-            try tx.forEachStamp(in: collection) { file, row in
-                let index = indexByName[ExactName(file)]
+            try tx.forEachStamp(in: collection) { row in
+                let index = row.withFile { files.index(of: $0) }
                 if let index { named[index] = true }
+                let isDeleted = row.isDeleted
                 guard let status = index.flatMap({ statuses[$0] }) else {
-                    if !row.isDeleted { add(file, key: row.key) }  // its file is gone: a delete
+                    if !isDeleted { add(row.file, key: row.key) }  // its file is gone: a delete
                     return
                 }
-                if !row.isDeleted { liveAndPresent += 1 }
+                if !isDeleted { liveAndPresent += 1 }
                 if status.kind != .regular {
-                    ignore(file, Self.reason(notRegular: status.kind))
-                    if !row.isDeleted { add(file, key: row.key) }
-                } else if row.isDeleted || row.racy || row.stamp != status.stamp {
-                    add(file, key: row.key)
+                    ignore(row.file, Self.reason(notRegular: status.kind))
+                    if !isDeleted { add(row.file, key: row.key) }
+                } else if isDeleted || row.racy || row.stamp != status.stamp {
+                    add(row.file, key: row.key)
                 } else {
                     report.unchanged += 1
                 }
@@ -209,15 +212,16 @@ extension ArchiveStore {
         var newFiles: [(file: String, key: String)] = []
         for index in files.indices where !named[index] {
             guard let status = statuses[index] else { continue }  // gone since the listing
+            let file = files.name(index)
             guard status.kind == .regular else {
-                ignore(files[index], Self.reason(notRegular: status.kind))
+                ignore(file, Self.reason(notRegular: status.kind))
                 continue
             }
-            guard let key = Self.key(ofNewFile: files[index]) else {
-                ignore(files[index], "a name the store cannot map to a key")
+            guard let key = Self.key(ofNewFile: file) else {
+                ignore(file, "a name the store cannot map to a key")
                 continue
             }
-            newFiles.append((files[index], key))
+            newFiles.append((file, key))
         }
         guard !newFiles.isEmpty else { return }
         var holders: [ExactName: String] = [:]
@@ -228,7 +232,7 @@ extension ArchiveStore {
                     continue
                 }
                 if liveAndPresent > 0, let row = try tx.object(ObjectID(unchecked: collection, key: key)), !row.isDeleted,
-                    let index = indexByName[ExactName(row.file)], statuses[index] != nil
+                    let index = row.file.utf8.withContiguousStorageIfAvailable({ files.index(of: $0) }) ?? nil, statuses[index] != nil
                 {
                     ignore(file, "\(directoryName)/\(row.file) already holds the key '\(key)'")
                     continue
@@ -242,8 +246,8 @@ extension ArchiveStore {
     /// Adds every live object of a collection whose directory is gone, to be recorded as deleted.
     private func addLiveObjects(of collection: String, directoryName: String, to candidates: inout [Candidate]) throws {
         try manifest.read { tx in
-            try tx.forEachStamp(in: collection) { file, row in
-                if !row.isDeleted { candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: row.key)) }
+            try tx.forEachStamp(in: collection) { row in
+                if !row.isDeleted { candidates.append(Candidate(collection: collection, directoryName: directoryName, file: row.file, key: row.key)) }
             }
         }
     }
@@ -369,7 +373,7 @@ extension ArchiveStore {
         var directoryName: String
         /// Why it is not a collection directory (a symlink, a file), or nil.
         var problem: String?
-        var files: [String] = []
+        var files = NameList()
         var removedTempFiles = 0
     }
 
@@ -386,13 +390,15 @@ extension ArchiveStore {
             return listing
         }
         defer { directory.close() }
-        for file in try FileSystem.listDirectory(directory.fd, path: path + "/" + name) {
-            if !FileName.isReserved(file.name) {
-                listing.files.append(file.name)
-            } else if try removeStaleTemp(file.name, in: directory.fd, path: name + "/" + file.name) {
-                listing.removedTempFiles += 1
+        try FileSystem.forEachEntry(of: directory.fd, path: path + "/" + name) { file, _ in
+            if !FileName.isReserved(file) {
+                listing.files.append(file)
+            } else {
+                let file = String(decoding: file, as: UTF8.self)  // reserved: a temp file, or left alone
+                if try removeStaleTemp(file, in: directory.fd, path: name + "/" + file) { listing.removedTempFiles += 1 }
             }
         }
+        listing.files.buildIndex()
         return listing
     }
 
@@ -406,10 +412,20 @@ extension ArchiveStore {
     }
 }
 
-/// The part of a manifest row a scan compares.
-struct StampRow: Sendable {
-    var key: String
-    var stamp: FileStamp?
-    var racy: Bool
-    var isDeleted: Bool
+/// The part of a manifest row a scan compares, read from the row as it is used: valid only in
+/// the ``ManifestTransaction/forEachStamp(in:_:)`` call that gives it.
+struct StampRow {
+    fileprivate let row: SQLiteRow
+
+    init(row: SQLiteRow) { self.row = row }
+
+    var file: String { row.text(0) }
+    /// Calls `body` with the file name's bytes, without making a `String`.
+    func withFile<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R { try row.withText(0, body) }
+    var key: String { row.text(1) }
+    var stamp: FileStamp? {
+        row.optionalInt(2).map { FileStamp(size: $0, mtimeNanoseconds: row.int(3), inode: UInt64(bitPattern: row.int(4))) }
+    }
+    var racy: Bool { row.int(5) != 0 }
+    var isDeleted: Bool { row.int(6) != 0 }
 }
