@@ -12,8 +12,9 @@
 struct NameList: Sendable {
     private var bytes: [UInt8] = []
     private var starts: [Int32] = []
-    /// Open addressing, linear probing: a position + 1 in `starts`, or 0 for an empty slot.
-    private var slots: [Int32] = []
+    /// Open addressing, linear probing. A slot holds the name's hash in its high 32 bits (to
+    /// skip most byte comparisons) and its position + 1 in the low 32, or 0 when empty.
+    private var slots: [UInt64] = []
 
     var count: Int { starts.count }
     var indices: Range<Int> { 0..<count }
@@ -44,33 +45,51 @@ struct NameList: Sendable {
     mutating func buildIndex() {
         var capacity = 16
         while capacity < count * 2 { capacity <<= 1 }
-        slots = [Int32](repeating: 0, count: capacity)
+        let mask = capacity - 1
+        var slots = [UInt64](repeating: 0, count: capacity)
         for index in indices {
-            var slot = withName(index) { Self.hash($0) } & (capacity - 1)
-            while slots[slot] != 0 { slot = (slot + 1) & (capacity - 1) }
-            slots[slot] = Int32(index + 1)
+            let hash = withName(index) { Self.hash($0) }
+            var slot = Int(truncatingIfNeeded: hash) & mask
+            while slots[slot] != 0 { slot = (slot + 1) & mask }
+            slots[slot] = hash & 0xFFFF_FFFF_0000_0000 | UInt64(index + 1)
         }
+        self.slots = slots
     }
 
     /// The position of the name with exactly these bytes, or nil.
     func index(of name: UnsafeBufferPointer<UInt8>) -> Int? {
         guard !slots.isEmpty else { return nil }
-        let mask = slots.count - 1
-        var slot = Self.hash(name) & mask
-        while slots[slot] != 0 {
-            let index = Int(slots[slot]) - 1
-            if withName(index, { $0.count == name.count && (name.count == 0 || memcmp($0.baseAddress!, name.baseAddress!, name.count) == 0) }) {
-                return index
+        let hash = Self.hash(name)
+        let tag = hash & 0xFFFF_FFFF_0000_0000
+        return slots.withUnsafeBufferPointer { slots in
+            bytes.withUnsafeBufferPointer { bytes in
+                let mask = slots.count - 1
+                var slot = Int(truncatingIfNeeded: hash) & mask
+                while slots[slot] != 0 {
+                    if slots[slot] & 0xFFFF_FFFF_0000_0000 == tag {
+                        let index = Int(slots[slot] & 0xFFFF_FFFF) - 1
+                        let start = Int(starts[index])
+                        // The stored name is followed by its NUL: equal lengths and bytes, then a NUL.
+                        if start + name.count < bytes.count, bytes[start + name.count] == 0,
+                            name.count == 0 || memcmp(bytes.baseAddress! + start, name.baseAddress!, name.count) == 0
+                        {
+                            return index
+                        }
+                    }
+                    slot = (slot + 1) & mask
+                }
+                return nil
             }
-            slot = (slot + 1) & mask
         }
-        return nil
     }
 
-    /// FNV-1a over the bytes, from a per-process basis.
-    private static func hash(_ name: UnsafeBufferPointer<UInt8>) -> Int {
+    /// FNV-1a over the bytes from a per-process basis, then mixed (MurmurHash3's finalizer) so
+    /// that the low bits, which pick the slot, depend on every byte.
+    private static func hash(_ name: UnsafeBufferPointer<UInt8>) -> UInt64 {
         var hash = seed
         for byte in name { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-        return Int(truncatingIfNeeded: hash ^ (hash >> 29))
+        hash = (hash ^ (hash >> 33)) &* 0xff51_afd7_ed55_8ccd
+        hash = (hash ^ (hash >> 33)) &* 0xc4ce_b9fe_1a85_ec53
+        return hash ^ (hash >> 33)
     }
 }
