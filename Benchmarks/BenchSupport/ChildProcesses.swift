@@ -105,3 +105,29 @@ public func findOnPath(_ name: String) -> String? {
     }
     return nil
 }
+
+// MARK: - Watchers
+
+/// Starts `archive-sync watch STORE` in the background; the caller terminates it.
+public func startWatcher(cli: String, store: String) throws -> Process {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: cli)
+    process.arguments = ["watch", store]
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    return process
+}
+
+/// Waits until `archive-sync status` reports each store kept current by a watcher.
+public func waitUntilCurrent(cli: String, stores: [String]) throws {
+    let deadline = ContinuousClock.now + .seconds(120)
+    for store in stores {
+        while true {
+            let status = try runCapturing(cli, ["status", store, "--json"]).output
+            if status.contains("\"currentSince\"") { break }
+            if ContinuousClock.now > deadline { throw BenchError("the watcher of \(store) did not catch up in 120 s") }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+    }
+}

@@ -145,14 +145,14 @@ final class SyncBench {
 
         // 3. No-op sync of two watched stores.
         if options.only.contains(3) {
-            let watchers = try [a, b].map { try startWatcher($0) }
+            let watchers = try [a, b].map { try startWatcher(cli: cli, store: $0) }
             defer {
                 for watcher in watchers {
                     watcher.terminate()
                     watcher.waitUntilExit()
                 }
             }
-            try waitUntilCurrent([a, b])
+            try waitUntilCurrent(cli: cli, stores: [a, b])
             var watched: [Double] = []
             for _ in 0..<max(options.runs, 5) { watched.append(try timed("watched no-op sync", cli, ["sync", a, b])) }
             say(
@@ -197,29 +197,6 @@ final class SyncBench {
         print()
         print("Summary:")
         for line in lines { print("  " + line) }
-    }
-
-    private func startWatcher(_ store: String) throws -> Process {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: cli)
-        process.arguments = ["watch", store]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        return process
-    }
-
-    /// Waits until `status` reports each store kept current by a watcher.
-    private func waitUntilCurrent(_ stores: [String]) throws {
-        let deadline = ContinuousClock.now + .seconds(120)
-        for store in stores {
-            while true {
-                let status = try runCapturing(cli, ["status", store, "--json"]).output
-                if status.contains("\"currentSince\"") { break }
-                if ContinuousClock.now > deadline { throw BenchError("the watcher of \(store) did not catch up in 120 s") }
-                Thread.sleep(forTimeInterval: 0.1)
-            }
-        }
     }
 
     private func unisonVersion() -> String {
