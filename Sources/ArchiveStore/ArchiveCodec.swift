@@ -47,7 +47,10 @@ public enum ArchiveCodec: String, Sendable, CaseIterable, Codable {
     public func decode<T: Decodable>(_ type: T.Type, from data: Data, userInfo: [CodingUserInfoKey: any Sendable] = [:]) throws -> T {
         if userInfo.isEmpty {
             switch self {
-            case .json: return try Self.jsonDecoder.decode(type, from: data)
+            case .json:
+                // The store's own decoder where it can answer, JSONDecoder's answer where it cannot.
+                if let value = decodeArchiveJSON(type, from: data) { return value }
+                return try Self.jsonDecoder.decode(type, from: data)
             case .propertyList: return try Self.plistDecoder.decode(type, from: data)
             }
         }
