@@ -18,11 +18,10 @@ import Foundation
 func decodeArchiveJSON<T: Decodable>(_ type: T.Type, from data: Data) -> T? {
     data.withUnsafeBytes { bytes -> T? in
         guard bytes.count > 0, bytes.count < Int(Int32.max) else { return nil }
-        let nodes = UnsafeMutablePointer<JSONNode>.allocate(capacity: bytes.count)
-        defer { nodes.deallocate() }
-        var parser = JSONParser(bytes: bytes, nodes: nodes, capacity: bytes.count)
+        var parser = JSONParser(bytes: bytes)
+        defer { parser.nodes.deallocate() }
         guard (try? parser.parseDocument()) != nil else { return nil }
-        let decoder = ArchiveJSONDecoder(bytes: bytes, nodes: UnsafeBufferPointer(start: nodes, count: parser.count))
+        let decoder = ArchiveJSONDecoder(bytes: bytes, nodes: UnsafeBufferPointer(start: parser.nodes, count: parser.count))
         // Whatever escapes the call (a kept decoder or container) finds an empty document.
         defer { decoder.finish() }
         guard let value = try? decoder.decode(type, at: 0), !decoder.gaveUp else { return nil }
@@ -60,17 +59,18 @@ struct JSONUnsupported: Error {}
 /// UTF-8 and escapes in every string, nesting to a depth well below JSONDecoder's limit.
 struct JSONParser {
     let bytes: UnsafeRawBufferPointer
-    let nodes: UnsafeMutablePointer<JSONNode>
-    let capacity: Int
+    /// Grown by doubling: a document of n bytes has at most n values, but usually far fewer.
+    private(set) var nodes: UnsafeMutablePointer<JSONNode>
+    private var capacity: Int
     var count = 0
     var position = 0
 
     static let maximumDepth = 100
 
-    init(bytes: UnsafeRawBufferPointer, nodes: UnsafeMutablePointer<JSONNode>, capacity: Int) {
+    init(bytes: UnsafeRawBufferPointer) {
         self.bytes = bytes
-        self.nodes = nodes
-        self.capacity = capacity
+        capacity = min(bytes.count, 1024)
+        nodes = .allocate(capacity: capacity)
     }
 
     mutating func parseDocument() throws {
@@ -93,9 +93,15 @@ struct JSONParser {
         }
     }
 
-    mutating func append(_ kind: JSONNode.Kind, flags: UInt8 = 0, start: Int = 0, end: Int = 0) throws -> Int {
-        guard count < capacity else { throw JSONUnsupported() }
-        nodes[count] = JSONNode(kind: kind, flags: flags, start: Int32(start), end: Int32(end), count: 0, after: Int32(count + 1))
+    mutating func append(_ kind: JSONNode.Kind, flags: UInt8 = 0, start: Int = 0, end: Int = 0) -> Int {
+        if count == capacity {
+            let grown = UnsafeMutablePointer<JSONNode>.allocate(capacity: capacity * 2)
+            grown.moveInitialize(from: nodes, count: count)
+            nodes.deallocate()
+            nodes = grown
+            capacity *= 2
+        }
+        (nodes + count).initialize(to: JSONNode(kind: kind, flags: flags, start: Int32(start), end: Int32(end), count: 0, after: Int32(count + 1)))
         count += 1
         return count - 1
     }
@@ -116,7 +122,7 @@ struct JSONParser {
 
     mutating func parseObject(depth: Int) throws {
         guard depth <= Self.maximumDepth else { throw JSONUnsupported() }
-        let index = try append(.object, flags: JSONNode.plainKeys)
+        let index = append(.object, flags: JSONNode.plainKeys)
         position += 1
         skipWhitespace()
         var members: Int32 = 0
@@ -146,7 +152,7 @@ struct JSONParser {
 
     mutating func parseArray(depth: Int) throws {
         guard depth <= Self.maximumDepth else { throw JSONUnsupported() }
-        let index = try append(.array)
+        let index = append(.array)
         position += 1
         skipWhitespace()
         var elements: Int32 = 0
@@ -171,7 +177,7 @@ struct JSONParser {
         let length = word.utf8CodeUnitCount
         guard bytes.count - position >= length else { throw JSONUnsupported() }
         for offset in 0..<length where bytes[position + offset] != word.utf8Start[offset] { throw JSONUnsupported() }
-        _ = try append(kind)
+        _ = append(kind)
         position += length
     }
 
@@ -201,7 +207,7 @@ struct JSONParser {
             if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") { position += 1 }
             guard digits() > 0 else { throw JSONUnsupported() }
         }
-        _ = try append(.number, flags: integer ? JSONNode.integer : 0, start: start, end: position)
+        _ = append(.number, flags: integer ? JSONNode.integer : 0, start: start, end: position)
     }
 
     /// Checks the string at `position` (its opening quote), leaves `position` past its closing
@@ -243,7 +249,7 @@ struct JSONParser {
                 try checkUTF8Sequence()
             }
         }
-        let node = try append(.string, flags: flags, start: start, end: position)
+        let node = append(.string, flags: flags, start: start, end: position)
         position += 1
         return node
     }

@@ -275,6 +275,13 @@ struct JSONDecoderTests {
         #expect(decodeArchiveJSON([String: [Int]].self, from: Data(#"{"a":[1,2],"b":[]}"#.utf8)) == ["a": [1, 2], "b": []])
     }
 
+    @Test("A document of more values than the first node buffer holds (1,024) decodes on the fast path")
+    func largeDocument() throws {
+        let numbers = (0..<5_000).map { $0 * 7 - 999 }
+        let bytes = try ArchiveCodec.json.encode(["numbers": numbers])
+        #expect(decodeArchiveJSON([String: [Int]].self, from: bytes) == ["numbers": numbers])
+    }
+
     @Test("Deep nesting is refused without a crash; JSONDecoder's answer stands")
     func nesting() {
         for depth in [50, 99, 100, 101, 600, 100_000] {
