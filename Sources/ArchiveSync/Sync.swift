@@ -49,12 +49,10 @@ public final class Sync: Sendable {
         defer { a.end() }
         try b.begin()
         defer { b.end() }
-        // Two stores here scan one after the other: each scan already uses every core, and
-        // one at a time keeps the peak memory of one. A far store scans while this one does.
-        let (scannedA, scannedB) =
-            a is LocalReplica && b is LocalReplica
-            ? (try a.makeCurrent(), try b.makeCurrent())
-            : try inParallel({ try self.a.makeCurrent() }, { try self.b.makeCurrent() })
+        // Both sides scan at once. A scan stats on every core, but lists its directories and
+        // reads its manifest on one; two at once keep both cores busy. (A scan streams the
+        // manifest, so the second one adds a few MB, not a second copy of it.)
+        let (scannedA, scannedB) = try inParallel({ try self.a.makeCurrent() }, { try self.b.makeCurrent() })
         let walk = try Walk(a: a, b: b, full: options.full)
         var report = SyncReport(a: a.name, b: b.name, dryRun: options.dryRun, incremental: walk.incremental, scannedA: scannedA, scannedB: scannedB)
 
