@@ -75,13 +75,26 @@ public final class Sync: Sendable {
             }
         }
 
+        // Pipelined: while one page's writes land, on a thread of their own, the next page is
+        // walked and its bytes are read. Pages hold different objects and every write is
+        // conditional, so the overlap changes no outcome; a page's writes start only once the
+        // previous page's have landed.
         var done = 0
-        try walk.forEachPage { pairs in
-            let actions = pairs.map { SyncPlanner.action(a: $0.0, b: $0.1, preference: options.preference) }
-            try execute(actions, into: &report)
-            done += actions.count { $0 != .none }
+        var landing: InBackground<PageOutcome>?
+        // Whatever happens, no write is left running once the sync returns or throws.
+        defer { _ = try? landing?.value() }
+        func finish(_ pending: InBackground<PageOutcome>) throws {
+            let outcome = try pending.value()
+            outcome.add(to: &report)
+            done += outcome.actions
             options.progress?(min(done, total), total)
         }
+        try walk.forEachPage { pairs in
+            let page = try prepare(pairs.map { SyncPlanner.action(a: $0.0, b: $0.1, preference: options.preference) })
+            if let previous = landing { try finish(previous) }
+            landing = InBackground { try self.land(page) }
+        }
+        if let last = landing { try finish(last) }
         try moveCheckpoints(walk, after: report)
         return report
     }
@@ -108,18 +121,60 @@ public final class Sync: Sendable {
     }
 
     /// What one write of a sync counts as in the report, once the side has applied it.
-    private enum Tally {
+    private enum Tally: Sendable {
         case copy(to: SyncSide, deleted: Bool)
         case conflict(SyncReport.Conflict, copy: ObjectID?)
         /// A conflict copy: reported with its conflict.
         case conflictCopy
     }
 
-    /// Applies one page of actions: reads the bytes each side must send, writes each side's
-    /// objects in one batch, then merges vectors where contents were already alike.
-    private func execute(_ actions: [SyncAction], into report: inout SyncReport) throws {
-        // The entries each side sends bytes of, and the conflict copies that may exist already
-        // (made by a sync that was cut short).
+    /// One write for one side, what it counts as, and the vector merge the sending side makes
+    /// once it has landed (the sender has then seen what the receiver had).
+    private struct PlannedWrite: Sendable {
+        var object: IncomingObject
+        var tally: Tally
+        var then: VectorMerge?
+    }
+
+    /// A page with its bytes read: what each side must write and merge.
+    private struct PreparedPage: Sendable {
+        var writes: [SyncSide: [PlannedWrite]] = [.a: [], .b: []]
+        var merges: [SyncSide: [VectorMerge]] = [.a: [], .b: []]
+        /// The conflict copies each side already holds with the right bytes (a sync cut short made them).
+        var copied: [SyncSide: Set<ObjectID>] = [:]
+        /// Objects whose bytes changed after the manifest was read, and merges of equal contents.
+        var outcome = PageOutcome()
+    }
+
+    /// What a page did, added to the report once it has landed.
+    private struct PageOutcome: Sendable {
+        var copiedToA = 0
+        var copiedToB = 0
+        var deletedOnA = 0
+        var deletedOnB = 0
+        var merged = 0
+        var conflicts: [SyncReport.Conflict] = []
+        var skipped: [SyncReport.Skipped] = []
+        /// The page's actions that did something, for the progress line.
+        var actions = 0
+
+        func add(to report: inout SyncReport) {
+            report.copiedToA += copiedToA
+            report.copiedToB += copiedToB
+            report.deletedOnA += deletedOnA
+            report.deletedOnB += deletedOnB
+            report.merged += merged
+            report.conflicts += conflicts
+            report.skipped += skipped
+        }
+    }
+
+    /// Reads the bytes each side must send for one page of actions (both sides at once) and
+    /// plans each side's writes. Writes nothing.
+    private func prepare(_ actions: [SyncAction]) throws -> PreparedPage {
+        var page = PreparedPage()
+        page.outcome.actions = actions.count { $0 != .none }
+        // The entries each side sends bytes of, and the conflict copies that may exist already.
         var reads: [SyncSide: [ReplicaEntry]] = [.a: [], .b: []]
         var copyIDs: [ObjectID] = []
         for action in actions {
@@ -133,93 +188,111 @@ public final class Sync: Sendable {
             default: break
             }
         }
-        var contents: [SyncSide: [ObjectID: Data]] = [:]
-        var existingCopies: [SyncSide: [ObjectID: ContentHash]] = [:]
-        for side in SyncSide.allCases {
-            let entries = reads[side]!
-            let data = entries.isEmpty ? [] : try replica(side).contents(of: entries)
-            contents[side] = Dictionary(
-                zip(entries.map(\.id), data).compactMap { id, data in data.map { (id, $0) } }, uniquingKeysWith: { a, _ in a })
-            let copies = copyIDs.isEmpty ? [] : try replica(side).entries(for: copyIDs)
-            existingCopies[side] = Dictionary(copies.compactMap { $0.flatMap { e in e.hash.map { (e.id, $0) } } }, uniquingKeysWith: { a, _ in a })
+        let (readA, readB) = try inParallel({ [self, reads, copyIDs] in try self.read(reads[.a]!, copies: copyIDs, on: .a) }) {
+            [self, reads, copyIDs] in try self.read(reads[.b]!, copies: copyIDs, on: .b)
         }
+        let contents: [SyncSide: [ObjectID: Data]] = [.a: readA.contents, .b: readB.contents]
+        let existingCopies: [SyncSide: [ObjectID: ContentHash]] = [.a: readA.copies, .b: readB.copies]
 
-        // Each write, what it counts as, and the vector merge the sending side makes once it
-        // has landed (the sender has then seen what the receiver had).
-        var writes: [SyncSide: [(object: IncomingObject, tally: Tally, then: VectorMerge?)]] = [.a: [], .b: []]
-        var merges: [SyncSide: [VectorMerge]] = [.a: [], .b: []]
         /// Queues `entry` (bytes read on `from`) for the other side, unless its bytes changed
         /// after the manifest was read (the next sync picks that up).
         func send(_ entry: ReplicaEntry, from: SyncSide, vector: VersionVector, expected: ContentHash?, tally: Tally) {
             var content: Data?
             if !entry.isDeleted {
                 guard let data = contents[from]![entry.id] else {
-                    report.skipped.append(.init(id: entry.id.description, side: from))
+                    page.outcome.skipped.append(.init(id: entry.id.description, side: from))
                     return
                 }
                 content = data
             }
             let version = IncomingVersion(vector: vector, modified: entry.modified, author: entry.author, expected: expected)
             let then = vector == entry.vector ? nil : VectorMerge(id: entry.id, hash: entry.hash, vector: vector)
-            writes[from.other]!.append(
-                (IncomingObject(id: entry.id, fileExtension: fileExtension(entry.file), content: content, version: version), tally, then))
+            page.writes[from.other]!.append(
+                PlannedWrite(
+                    object: IncomingObject(id: entry.id, fileExtension: fileExtension(entry.file), content: content, version: version),
+                    tally: tally, then: then))
         }
         for action in actions {
             switch action {
             case .none:
                 continue
             case .merge(let merge):
-                merges[.a]!.append(merge)
-                merges[.b]!.append(merge)
+                page.merges[.a]!.append(merge)
+                page.merges[.b]!.append(merge)
+                page.outcome.merged += 1
             case .copy(let to, let source, let target, let vector):
                 send(source, from: to.other, vector: vector, expected: target?.liveHash, tally: .copy(to: to, deleted: source.isDeleted))
             case .conflict(let winner, let kept, let lost, let vector, let copy):
                 let loser = winner.other
                 guard let lostBytes = contents[loser]![lost.id] else {
-                    report.skipped.append(.init(id: lost.id.description, side: loser))
+                    page.outcome.skipped.append(.init(id: lost.id.description, side: loser))
                     continue
                 }
                 if let copy {
                     for side in SyncSide.allCases where existingCopies[side]![copy] != lost.hash {
                         let version = IncomingVersion(
                             vector: lost.vector, modified: lost.modified, author: lost.author, expected: existingCopies[side]![copy])
-                        writes[side]!.append(
-                            (
-                                IncomingObject(id: copy, fileExtension: fileExtension(lost.file), content: lostBytes, version: version),
-                                .conflictCopy, nil
-                            ))
+                        page.writes[side]!.append(
+                            PlannedWrite(
+                                object: IncomingObject(id: copy, fileExtension: fileExtension(lost.file), content: lostBytes, version: version),
+                                tally: .conflictCopy, then: nil))
                     }
                 }
                 let conflict = SyncReport.Conflict(id: kept.id.description, winner: winner, copy: copy?.description)
                 send(kept, from: winner, vector: vector, expected: lost.hash, tally: .conflict(conflict, copy: copy))
             }
         }
+        page.copied = existingCopies.mapValues { Set($0.keys) }
+        return page
+    }
+
+    /// The bytes of `entries` on one side (where they still match their hashes), and the
+    /// hashes of the conflict copies among `copies` that side holds.
+    private func read(_ entries: [ReplicaEntry], copies: [ObjectID], on side: SyncSide) throws -> (
+        contents: [ObjectID: Data], copies: [ObjectID: ContentHash]
+    ) {
+        let data = entries.isEmpty ? [] : try replica(side).contents(of: entries)
+        let contents = Dictionary(zip(entries.map(\.id), data).compactMap { id, data in data.map { (id, $0) } }, uniquingKeysWith: { a, _ in a })
+        let found = copies.isEmpty ? [] : try replica(side).entries(for: copies)
+        let hashes = Dictionary(found.compactMap { $0.flatMap { e in e.hash.map { (e.id, $0) } } }, uniquingKeysWith: { a, _ in a })
+        return (contents, hashes)
+    }
+
+    /// Writes one page: each side's objects in one batch, the two sides at once, then merges
+    /// vectors where contents were already alike.
+    private func land(_ page: PreparedPage) throws -> PageOutcome {
+        var outcome = page.outcome
+        var merges = page.merges
+        var copied = page.copied
         // Conflict copies land first, on both sides, in batches of their own: a loser's side
         // gives up the id only once the losing version is saved beside it.
-        var copied = existingCopies.mapValues { Set($0.keys) }
         for copies in [true, false] {
+            var queued: [SyncSide: [PlannedWrite]] = [:]
             for side in SyncSide.allCases {
-                let queued = writes[side]!.filter { write in
+                queued[side] = page.writes[side]!.filter { write in
                     if case .conflictCopy = write.tally { return copies }
                     if !copies, case .conflict(_, let copy?) = write.tally {
                         return copied[side]!.contains(copy)
                     }
                     return !copies
                 }
-                guard !queued.isEmpty else { continue }
-                let applied = try replica(side).apply(queued.map(\.object))
-                for (write, ok) in zip(queued, applied) {
+            }
+            let (appliedA, appliedB) = try inParallel({ [self, queued] in try self.apply(queued[.a]!, on: .a) }) {
+                [self, queued] in try self.apply(queued[.b]!, on: .b)
+            }
+            for (side, applied) in [(SyncSide.a, appliedA), (.b, appliedB)] {
+                for (write, ok) in zip(queued[side]!, applied) {
                     guard ok else {
-                        report.skipped.append(.init(id: write.object.id.description, side: side))
+                        outcome.skipped.append(.init(id: write.object.id.description, side: side))
                         continue
                     }
                     if let then = write.then { merges[side.other]!.append(then) }
                     switch write.tally {
-                    case .copy(.a, false): report.copiedToA += 1
-                    case .copy(.b, false): report.copiedToB += 1
-                    case .copy(.a, true): report.deletedOnA += 1
-                    case .copy(.b, true): report.deletedOnB += 1
-                    case .conflict(let conflict, _): report.conflicts.append(conflict)
+                    case .copy(.a, false): outcome.copiedToA += 1
+                    case .copy(.b, false): outcome.copiedToB += 1
+                    case .copy(.a, true): outcome.deletedOnA += 1
+                    case .copy(.b, true): outcome.deletedOnB += 1
+                    case .conflict(let conflict, _): outcome.conflicts.append(conflict)
                     case .conflictCopy: copied[side]!.insert(write.object.id)
                     }
                 }
@@ -227,14 +300,21 @@ public final class Sync: Sendable {
         }
         // A kept version held back because its copy did not land on the loser's side waits
         // for the next sync, as a skipped write does.
-        for write in SyncSide.allCases.flatMap({ side in writes[side]!.map { (side, $0) } }) {
-            guard case .conflict(let conflict, let copy?) = write.1.tally, !copied[write.0]!.contains(copy) else { continue }
-            report.skipped.append(.init(id: conflict.id, side: write.0))
+        for side in SyncSide.allCases {
+            for write in page.writes[side]! {
+                guard case .conflict(let conflict, let copy?) = write.tally, !copied[side]!.contains(copy) else { continue }
+                outcome.skipped.append(.init(id: conflict.id, side: side))
+            }
         }
         for side in SyncSide.allCases where !merges[side]!.isEmpty {
             try replica(side).mergeVectors(merges[side]!)
         }
-        report.merged += actions.count { if case .merge = $0 { return true } else { return false } }
+        return outcome
+    }
+
+    /// Applies `writes` on one side; no call at all when there are none.
+    private func apply(_ writes: [PlannedWrite], on side: SyncSide) throws -> [Bool] {
+        writes.isEmpty ? [] : try replica(side).apply(writes.map(\.object))
     }
 
     /// Moves each side's checkpoint of the other past everything this sync merged. Called

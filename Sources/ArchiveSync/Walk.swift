@@ -36,29 +36,32 @@ struct Walk {
 
     /// Calls `body` with each page of (A's row, B's row) pairs; at least one of each pair is set.
     func forEachPage(_ body: ([(ReplicaEntry?, ReplicaEntry?)]) throws -> Void) throws {
-        if let mergedOfA, let mergedOfB {
-            try changes(of: a, after: mergedOfA, through: sequenceA) { page in
-                let others = try b.entries(for: page.map(\.id))
-                try body(Array(zip(page.map(Optional.some), others)))
+        guard let mergedOfA, let mergedOfB else { return try mergeJoin(body) }
+        // Each page holds changes of both sides (up to half a page each), so that one page
+        // writes into both stores, and both write at once.
+        let half = Sync.pageSize / 2
+        var after = (a: mergedOfA, b: mergedOfB)
+        var more = (a: true, b: true)
+        while more.a || more.b {
+            var pairs: [(ReplicaEntry?, ReplicaEntry?)] = []
+            if more.a {
+                let page = try a.entries(changedAfter: after.a, through: sequenceA, limit: half)
+                more.a = !page.isEmpty
+                after.a = page.last?.sequence ?? after.a
+                if !page.isEmpty { pairs += zip(page, try b.entries(for: page.map(\.id))).map { ($0, $1) } }
             }
-            try changes(of: b, after: mergedOfB, through: sequenceB) { page in
-                let others = try a.entries(for: page.map(\.id))
-                // An object A changed too was compared in A's pass.
-                let pairs = zip(others, page).filter { ea, _ in !(ea.map { $0.sequence > mergedOfA && $0.sequence <= sequenceA } ?? false) }
-                if !pairs.isEmpty { try body(pairs.map { ($0.0, Optional.some($0.1)) }) }
+            if more.b {
+                let page = try b.entries(changedAfter: after.b, through: sequenceB, limit: half)
+                more.b = !page.isEmpty
+                after.b = page.last?.sequence ?? after.b
+                if !page.isEmpty {
+                    let others = try a.entries(for: page.map(\.id))
+                    // An object A changed too is compared with A's changes.
+                    pairs += zip(others, page).filter { ea, _ in !(ea.map { $0.sequence > mergedOfA && $0.sequence <= sequenceA } ?? false) }
+                        .map { ($0, $1) }
+                }
             }
-        } else {
-            try mergeJoin(body)
-        }
-    }
-
-    private func changes(of side: any SyncReplica, after: Int, through: Int, _ body: ([ReplicaEntry]) throws -> Void) throws {
-        var after = after
-        while true {
-            let page = try side.entries(changedAfter: after, through: through, limit: Sync.pageSize)
-            guard let last = page.last else { return }
-            try body(page)
-            after = last.sequence
+            if !pairs.isEmpty { try body(pairs) }
         }
     }
 
