@@ -237,6 +237,20 @@ enum FileSystem {
         try check("rename", path()) { renameat(directory, from, directory, to) }
     }
 
+    /// Renames `from` to `to`, both in `directory`, only if nothing stands at `to`: one atomic
+    /// call where the file system can (`renameat2` with `RENAME_NOREPLACE`), else a check and
+    /// a rename.
+    /// - Returns: false, renaming nothing, when `to` exists.
+    static func renameIfAbsent(_ from: String, to: String, in directory: Int32, path: @autoclosure () -> String) throws -> Bool {
+        if archive_rename_noreplace(directory, from, to) == 0 { return true }
+        let code = errno
+        if code == EEXIST { return false }
+        guard code == EINVAL || code == ENOSYS else { throw SystemCallError(call: "renameat2", path: path(), errno: code) }
+        guard try status(to, in: directory, path: path()) == nil else { return false }
+        try rename(from, to: to, in: directory, path: path())
+        return true
+    }
+
     /// Removes a file; a file already gone is not an error. The corresponding C function is `unlinkat`.
     /// - Returns: true when this call removed the file.
     @discardableResult

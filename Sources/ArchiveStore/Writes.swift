@@ -226,12 +226,19 @@ extension ArchiveStore {
             let renamed = try parallelMap(writes.count, threshold: 256) { [skipped, expectations] index -> Bool in
                 guard !skipped.contains(index), let temp = entries[index].temp, let directory = directories[ExactName(writes[index].id.collection)]
                 else { return true }
-                if let expectation = expectations[index], try !diskMatches(expectation, in: directory) {
-                    try FileSystem.removeFile(temp, in: directory.fd, path: directory.path + "/" + temp)
-                    return false
+                let file = writes[index].file
+                switch expectations[index] {
+                case .absent?:
+                    // Nothing may have appeared at the name since: checked by the rename itself.
+                    if try FileSystem.renameIfAbsent(temp, to: file, in: directory.fd, path: directory.path + "/" + file) { return true }
+                case let expectation? where try !diskMatches(expectation, in: directory):
+                    break
+                default:
+                    try FileSystem.rename(temp, to: file, in: directory.fd, path: directory.path + "/" + file)
+                    return true
                 }
-                try FileSystem.rename(temp, to: writes[index].file, in: directory.fd, path: directory.path + "/" + writes[index].file)
-                return true
+                try FileSystem.removeFile(temp, in: directory.fd, path: directory.path + "/" + temp)
+                return false
             }
             for (index, done) in renamed.enumerated() where !done { skipped.insert(index) }
         }

@@ -189,6 +189,29 @@ struct ConvergenceTests {
         }
     }
 
+    /// A file that appeared on disk where the sync planned a new object (not yet recorded) is
+    /// not overwritten: the rename that would land the object refuses an existing name.
+    @Test func aFileCreatedAfterThePlanIsNeverOverwritten() async throws {
+        try await withTemporaryDirectory { dir in
+            let a = try ArchiveStore(directory: dir + "/a")
+            let b = try ArchiveStore(directory: dir + "/b")
+            // Enough objects for the batch's renames to run on every core.
+            let objects = try (0..<300).map { i in
+                IncomingObject(
+                    id: try ObjectID(collection: "Person", key: "p\(i)"), fileExtension: "json", content: Data("{\"v\":\(i)}".utf8),
+                    version: IncomingVersion(vector: VersionVector([a.replica: 1]), modified: 0, author: a.replica, expected: nil))
+            }
+            try FileManager.default.createDirectory(atPath: dir + "/b/Person", withIntermediateDirectories: true)
+            try Data("made in b".utf8).write(to: URL(fileURLWithPath: dir + "/b/Person/p7.json"))
+            let applied = try b.applyIncoming(objects)
+            #expect(applied.enumerated().filter { !$0.element }.map(\.offset) == [7])
+            #expect(try String(decoding: Data(contentsOf: URL(fileURLWithPath: dir + "/b/Person/p7.json")), as: UTF8.self) == "made in b")
+            #expect(try String(decoding: Data(contentsOf: URL(fileURLWithPath: dir + "/b/Person/p8.json")), as: UTF8.self) == "{\"v\":8}")
+            // No temp file is left behind.
+            #expect(try FileManager.default.contentsOfDirectory(atPath: dir + "/b/Person").count == 300)
+        }
+    }
+
     @Test func aSyncThatWouldDeleteMostOfASideStopsUnlessForced() async throws {
         try await withTemporaryDirectory { dir in
             let a = try ArchiveStore(directory: dir + "/a")
