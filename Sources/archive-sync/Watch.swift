@@ -1,7 +1,6 @@
 import ArchiveStore
 import ArchiveWatch
 import ArgumentParser
-import CArchiveShims
 import Dispatch
 import Foundation
 import Logging
@@ -47,9 +46,6 @@ struct Watch: ParsableCommand {
         var logger = Logger(label: "archive-sync")
         logger.logLevel = .info
 
-        // A long-running process: two malloc arenas, not one per thread a scan runs on, each
-        // keeping its own free pages.
-        archive_limit_heap_arenas(2)
         // Stop requests may come before the watcher exists (during the first scan).
         let stop = StopRequest()
         let signals = [SIGINT, SIGTERM].map { number in
