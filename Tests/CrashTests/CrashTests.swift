@@ -30,6 +30,12 @@ private func productsDirectory() -> URL {
     return directory
 }
 
+/// Waits until the pipe has something to read (without reading it), or `seconds` pass.
+private func waitUntilReadable(_ pipe: Pipe, seconds: Int32) {
+    var descriptor = pollfd(fd: pipe.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+    _ = poll(&descriptor, 1, seconds * 1_000)
+}
+
 /// Every temp file left anywhere in the store.
 private func tempFiles(in store: String) throws -> [String] {
     let names = FileManager.default.enumerator(atPath: store)?.compactMap { $0 as? String } ?? []
@@ -59,7 +65,10 @@ struct CrashTests {
             let output = Pipe()
             process.standardOutput = output
             try process.run()
-            // Die at a random moment: before, during or after the first saves.
+            // Three rounds in four wait for the writer's first acknowledged save, so that most
+            // kills land while it saves however slowly a loaded machine starts it; every fourth
+            // may die before its first save too. Then die at a random moment.
+            if round % 4 != 0 { waitUntilReadable(output, seconds: 30) }
             usleep(UInt32.random(in: 5_000...150_000, using: &generator))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
