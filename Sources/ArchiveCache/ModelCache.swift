@@ -1,3 +1,4 @@
+import ArchiveLocking
 import ArchiveStore
 import Synchronization
 
@@ -107,10 +108,10 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     /// One part of memory: its own lock and its own LRU order (the limits are the cache's).
     @usableFromInline
     final class Shard: Sendable {
-        @usableFromInline let state: Mutex<ShardState>
+        @usableFromInline let state: TracedMutex<ShardState>
 
         init() {
-            state = Mutex(ShardState(memory: MemoryLRU()))
+            state = TracedMutex(ShardState(memory: MemoryLRU()))
         }
     }
 
@@ -179,15 +180,16 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     /// it, the entry evicted is the one last used longest ago by the coarse clock (ties within
     /// one tick, about 4 ms, go either way).
     @usableFromInline let shards: [Shard]
-    @usableFromInline let state = Mutex(State())
-    private let observer = Mutex<Int?>(nil)
+    // TracedMutex rather than Mutex throughout: the thread sanitizer sees its locking (TracedMutex.swift).
+    @usableFromInline let state = TracedMutex(State())
+    private let observer = TracedMutex<Int?>(nil)
     @usableFromInline let tablePrepared = Atomic<Bool>(false)
     /// The expiries the manifest gave for files as they were (see ``expiry(of:stamp:)``).
-    @usableFromInline let knownExpiries = Mutex<[String: KnownExpiry]>([:])
+    @usableFromInline let knownExpiries = TracedMutex<[String: KnownExpiry]>([:])
     @usableFromInline let memoryCountLimit: Int
     @usableFromInline let memoryCostLimit: Int
     /// Made with the table (``ensureTable()``).
-    private let reader = Mutex<CacheMetadataReader?>(nil)
+    private let reader = TracedMutex<CacheMetadataReader?>(nil)
     /// `collection`'s directory name in the store, with a trailing `/`.
     @usableFromInline let directory: String
 
