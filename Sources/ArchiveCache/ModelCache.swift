@@ -259,12 +259,15 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     public func cachedValue(forKey key: String) throws -> Value? {
         let now = ModelCacheClock.now()
         let generation = followGeneration()
-        let shard = shards.count == 1 ? shards[0] : shards[Self.shardIndex(key, shards.count)]
+        let sharded = shards.count > 1
+        let shard = sharded ? shards[Self.shardIndex(key, shards.count)] : shards[0]
         let lookup = shard.state.withLock { state -> Lookup in
             guard let slot = state.memory.slot(of: key) else { return .miss }
             if let expires = state.memory.nodes[slot].entry.unsafelyUnwrapped.expires, expires <= now { return .miss }
             if generation & 1 == 1, state.memory.nodes[slot].entry.unsafelyUnwrapped.current == generation {
-                state.memory.touch(slot, at: now)
+                // Sharded, the order is by the coarse clock's tick anyway: a hit within the
+                // entry's tick writes nothing to the list (MemoryLRU.touchOncePerTick).
+                if sharded { state.memory.touchOncePerTick(slot, at: now) } else { state.memory.touch(slot, at: now) }
                 state.hits += 1
                 return .hit(state.memory.nodes[slot].entry.unsafelyUnwrapped.value)
             }
