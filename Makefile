@@ -36,9 +36,13 @@ test: deps
 	$(SWIFT) test --skip-build
 
 # The thread sanitizer, in its own build directory (a full build of its own: slow on two cores).
+# Tests/tsan-suppressions.txt names the Mutexes it cannot see (the file says why).
+# Not yet ArchiveStoreTests: a Mutex there (RecoveryTests' counts, on a thread's stack) is reported
+# now and then, and only a TracedMutex would let the sanitizer see it.
 test-tsan: deps
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan
-	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan --filter ArchiveCacheTests
+	TSAN_OPTIONS="suppressions=$(CURDIR)/Tests/tsan-suppressions.txt $$TSAN_OPTIONS" \
+		$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan --filter ArchiveCacheTests
 
 # One `swift build` builds only the last --product it is given, hence one build per product.
 # BENCH_ARGS: e.g. --quick, --only 3. BENCH_BUILD: e.g. --scratch-path .build-bench.

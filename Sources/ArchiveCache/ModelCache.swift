@@ -1,3 +1,4 @@
+import ArchiveLocking
 import ArchiveStore
 import Synchronization
 
@@ -107,10 +108,10 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     /// One part of memory: its own lock and its own LRU order (the limits are the cache's).
     @usableFromInline
     final class Shard: Sendable {
-        @usableFromInline let state: Mutex<ShardState>
+        @usableFromInline let state: TracedMutex<ShardState>
 
         init() {
-            state = Mutex(ShardState(memory: MemoryLRU()))
+            state = TracedMutex(ShardState(memory: MemoryLRU()))
         }
     }
 
@@ -179,15 +180,16 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     /// it, the entry evicted is the one last used longest ago by the coarse clock (ties within
     /// one tick, about 4 ms, go either way).
     @usableFromInline let shards: [Shard]
-    @usableFromInline let state = Mutex(State())
-    private let observer = Mutex<Int?>(nil)
+    // TracedMutex rather than Mutex throughout: the thread sanitizer sees its locking (TracedMutex.swift).
+    @usableFromInline let state = TracedMutex(State())
+    private let observer = TracedMutex<Int?>(nil)
     @usableFromInline let tablePrepared = Atomic<Bool>(false)
     /// The expiries the manifest gave for files as they were (see ``expiry(of:stamp:)``).
-    @usableFromInline let knownExpiries = Mutex<[String: KnownExpiry]>([:])
+    @usableFromInline let knownExpiries = TracedMutex<[String: KnownExpiry]>([:])
     @usableFromInline let memoryCountLimit: Int
     @usableFromInline let memoryCostLimit: Int
     /// Made with the table (``ensureTable()``).
-    private let reader = Mutex<CacheMetadataReader?>(nil)
+    private let reader = TracedMutex<CacheMetadataReader?>(nil)
     /// `collection`'s directory name in the store, with a trailing `/`.
     @usableFromInline let directory: String
 
@@ -257,12 +259,15 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     public func cachedValue(forKey key: String) throws -> Value? {
         let now = ModelCacheClock.now()
         let generation = followGeneration()
-        let shard = shards.count == 1 ? shards[0] : shards[Self.shardIndex(key, shards.count)]
+        let sharded = shards.count > 1
+        let shard = sharded ? shards[Self.shardIndex(key, shards.count)] : shards[0]
         let lookup = shard.state.withLock { state -> Lookup in
             guard let slot = state.memory.slot(of: key) else { return .miss }
             if let expires = state.memory.nodes[slot].entry.unsafelyUnwrapped.expires, expires <= now { return .miss }
             if generation & 1 == 1, state.memory.nodes[slot].entry.unsafelyUnwrapped.current == generation {
-                state.memory.touch(slot, at: now)
+                // Sharded, the order is by the coarse clock's tick anyway: a hit within the
+                // entry's tick writes nothing to the list (MemoryLRU.touchOncePerTick).
+                if sharded { state.memory.touchOncePerTick(slot, at: now) } else { state.memory.touch(slot, at: now) }
                 state.hits += 1
                 return .hit(state.memory.nodes[slot].entry.unsafelyUnwrapped.value)
             }

@@ -1,7 +1,7 @@
+import ArchiveLocking
 import ArchiveStore
 import CInotifyTools
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -40,7 +40,7 @@ final class InotifyThread: Sendable {
 
     /// A command's answer, for the thread that waits for it.
     private final class Reply: Sendable {
-        private let result = Mutex<Result<Void, WatchError>?>(nil)
+        private let result = TracedMutex<Result<Void, WatchError>?>(nil)
         private let done = DispatchSemaphore(value: 0)
 
         func send(_ value: Result<Void, WatchError>) {
@@ -54,7 +54,7 @@ final class InotifyThread: Sendable {
         }
     }
 
-    private let commands = Mutex<(started: Bool, queue: [Command])>((false, []))
+    private let commands = TracedMutex<(started: Bool, queue: [Command])>((false, []))
 
     /// Watches a store's root and every collection directory in it; from now on, hints for the
     /// store go to `sink`. Returns once the watches exist.

@@ -38,4 +38,16 @@ static inline void archive_trim_heap(void) { malloc_trim(0); }
 /// Caps glibc's malloc arenas: each thread that allocates (Dispatch's workers, in a scan's
 /// parallel lanes) otherwise gets an arena of its own, which keeps its free pages (mallopt(3)).
 static inline void archive_limit_heap_arenas(int count) { mallopt(M_ARENA_MAX, count); }
+
+/// The thread sanitizer's annotations (compiler-rt's sanitizer/tsan_interface.h): `addr` is
+/// released by one thread and acquired by the next, as a lock is. Weak: they exist only in a
+/// binary built with --sanitize=thread; in any other they are null, and skipped.
+extern void __tsan_acquire(void *addr) __attribute__((weak));
+extern void __tsan_release(void *addr) __attribute__((weak));
+static inline void archive_tsan_acquire(void *addr) {
+    if (__tsan_acquire) __tsan_acquire(addr);
+}
+static inline void archive_tsan_release(void *addr) {
+    if (__tsan_release) __tsan_release(addr);
+}
 #endif
