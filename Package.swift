@@ -36,6 +36,7 @@ let package = Package(
             dependencies: [
                 "CSQLite",
                 "CArchiveShims",
+                "ArchiveLocking",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
@@ -52,7 +53,7 @@ let package = Package(
         // Sync of two stores: the planner, the executor and the transports.
         .target(
             name: "ArchiveSync",
-            dependencies: ["ArchiveStore"]
+            dependencies: ["ArchiveStore", "ArchiveLocking"]
         ),
         // A typed in-memory model cache over a store, invalidated by its change stream.
         .target(
@@ -65,6 +66,7 @@ let package = Package(
             name: "archive-sync",
             dependencies: [
                 "ArchiveStore",
+                "ArchiveLocking",
                 "CArchiveShims",
                 "ArchiveWatch",
                 "ArchiveSync",
@@ -133,11 +135,11 @@ let package = Package(
         ),
         .testTarget(
             name: "ArchiveWatchTests",
-            dependencies: ["ArchiveStore", "ArchiveWatch", "archive-sync"]
+            dependencies: ["ArchiveStore", "ArchiveWatch", "ArchiveLocking", "archive-sync"]
         ),
         .testTarget(
             name: "ArchiveStoreTests",
-            dependencies: ["ArchiveStore"]
+            dependencies: ["ArchiveStore", "ArchiveLocking"]
         ),
         .executableTarget(
             name: "crash-writer",

@@ -1,5 +1,5 @@
+import ArchiveLocking
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -124,7 +124,7 @@ public final class ArchiveStore: Sendable {
     }
 
     /// `String(describing:)` of a type costs about as much as reading a small file: cache it.
-    private static let collectionNames = Mutex<[ObjectIdentifier: String]>([:])
+    private static let collectionNames = TracedMutex<[ObjectIdentifier: String]>([:])
 
     /// Saves `value` as the next version of `key` in its type's collection.
     ///

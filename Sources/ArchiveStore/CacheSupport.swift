@@ -1,5 +1,5 @@
+import ArchiveLocking
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -46,14 +46,14 @@ package struct ObjectUse: Sendable {
 /// makes (an object's expiry): a single statement, outside any explicit transaction, and not
 /// behind the store's connection lock.
 package final class CacheMetadataReader: Sendable {
-    private let connection: Mutex<SQLiteConnection>
+    private let connection: TracedMutex<SQLiteConnection>
 
     package init(store: ArchiveStore) throws {
         do {
             guard let resolved = realpath(store.path, nil) else { throw SystemCallError(call: "realpath", path: store.path, errno: errno) }
             defer { free(resolved) }
             let path = String(cString: resolved) + "/" + FileName.metadataDirectory + "/manifest.sqlite"
-            connection = Mutex(try SQLiteConnection(path: path))
+            connection = TracedMutex(try SQLiteConnection(path: path))
         } catch {
             throw ArchiveError.wrap(error)
         }

@@ -1,3 +1,4 @@
+import ArchiveLocking
 import Synchronization
 
 /// Hands each recorded change to every subscriber of ``ArchiveStore/changes``.
@@ -15,9 +16,9 @@ final class ChangeFeed: Sendable {
         var publishedAbove: Set<Int> = []
     }
 
-    private let state = Mutex(State())
+    private let state = TracedMutex(State())
     /// Called synchronously with every batch of changes published (see ``observe(_:)``).
-    private let observers = Mutex<[Int: @Sendable ([StoreChange]) -> Void]>([:])
+    private let observers = TracedMutex<[Int: @Sendable ([StoreChange]) -> Void]>([:])
     private let nextObserver = Atomic<Int>(0)
     /// Counts each start and stop of following other processes: odd while following.
     let followGeneration = Atomic<Int>(0)

@@ -1,5 +1,5 @@
+import ArchiveLocking
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -17,9 +17,9 @@ public struct WatcherStatus: Sendable, Codable, Equatable {
 /// A store's watch lease: an exclusive `flock` on `.archive-sync/watch.lock`, which the kernel
 /// releases when the holding process dies. While one is held, the manifest is kept current.
 package final class WatchLease: Sendable {
-    private let fd: Mutex<Int32>
+    private let fd: TracedMutex<Int32>
 
-    fileprivate init(fd: Int32) { self.fd = Mutex(fd) }
+    fileprivate init(fd: Int32) { self.fd = TracedMutex(fd) }
 
     /// Releases the lease (closing the lock file releases the lock). Later calls do nothing.
     package func release() {

@@ -1,5 +1,5 @@
+import ArchiveLocking
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -125,7 +125,7 @@ final class Manifest: Sendable {
     /// How many tables `schema` makes: a store with fewer was made by an older version.
     private static let tableCount = schema.components(separatedBy: "CREATE TABLE").count - 1
 
-    private let connection: Mutex<SQLiteConnection>
+    private let connection: TracedMutex<SQLiteConnection>
     /// This store's replica id, made when the store was created.
     let replica: ReplicaID
     /// Where every change this process records is published, as soon as it commits.
@@ -181,7 +181,7 @@ final class Manifest: Sendable {
         }
         guard let current else { throw ArchiveError.notAStore(path: path, reason: "its manifest could not be created") }
         replica = ReplicaID(rawValue: current.replica)
-        connection = Mutex(db)
+        connection = TracedMutex(db)
     }
 
     /// Reads under one consistent snapshot.

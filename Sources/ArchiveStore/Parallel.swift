@@ -1,5 +1,5 @@
+import ArchiveLocking
 import Foundation
-import Synchronization
 
 /// `(0..<count).map(transform)` on every core, for work that is mostly system calls (stat,
 /// create, write) and so scales with cores. Runs serially below `threshold` items. Each core
@@ -9,7 +9,7 @@ import Synchronization
 func parallelMap<T: Sendable & BitwiseCopyable>(_ count: Int, threshold: Int = 1024, _ transform: @Sendable (Int) throws -> T) throws -> [T] {
     let lanes = count >= threshold ? max(1, ProcessInfo.processInfo.activeProcessorCount) : 1
     if lanes == 1 { return try (0..<count).map(transform) }
-    let failure = Mutex<(any Error)?>(nil)
+    let failure = TracedMutex<(any Error)?>(nil)
     let chunk = (count + lanes - 1) / lanes
     let results = try [T](unsafeUninitializedCapacity: count) { buffer, initialized in
         nonisolated(unsafe) let base = buffer.baseAddress!
@@ -31,8 +31,8 @@ func parallelMap<T: Sendable & BitwiseCopyable>(_ count: Int, threshold: Int = 1
 
 /// Runs `first` and `second` at the same time, on two threads.
 func concurrently<A: Sendable, B: Sendable>(_ first: @Sendable () throws -> A, _ second: @Sendable () throws -> B) throws -> (A, B) {
-    let a = Mutex<Result<A, any Error>?>(nil)
-    let b = Mutex<Result<B, any Error>?>(nil)
+    let a = TracedMutex<Result<A, any Error>?>(nil)
+    let b = TracedMutex<Result<B, any Error>?>(nil)
     DispatchQueue.concurrentPerform(iterations: 2) { index in
         if index == 0 {
             let result = Result { try first() }

@@ -1,3 +1,4 @@
+import ArchiveLocking
 import ArchiveStore
 import Foundation
 import Synchronization
@@ -24,7 +25,7 @@ package final class RemoteReplica: SyncReplica {
     package let replica: ReplicaID
     /// The protocol version both sides speak.
     package let version: UInt32
-    private let connection: Mutex<Connection>
+    private let connection: TracedMutex<Connection>
 
     /// Starts `command` and does the handshake.
     ///
@@ -65,7 +66,7 @@ package final class RemoteReplica: SyncReplica {
             connection.close()
             throw error
         }
-        self.connection = Mutex(connection)
+        self.connection = TracedMutex(connection)
     }
 
     deinit {
@@ -460,7 +461,7 @@ private final class ChildProcess {
 /// The last few kilobytes the child wrote to stderr, read on a thread of its own so the
 /// child never blocks on a full pipe.
 private final class StderrTail: Sendable {
-    private let buffer = Mutex<[UInt8]>([])
+    private let buffer = TracedMutex<[UInt8]>([])
     private let done = DispatchSemaphore(value: 0)
     private let finished = Atomic<Bool>(false)
 

@@ -1,6 +1,6 @@
+import ArchiveLocking
 import ArchiveStore
 import Foundation
-import Synchronization
 
 /// Makes two stores equal without losing anything either side wrote.
 ///
@@ -352,7 +352,7 @@ func inParallel<A: Sendable, B: Sendable>(_ first: @escaping @Sendable () throws
 
 /// A value computed on a thread of its own.
 package final class InBackground<T: Sendable>: Sendable {
-    private let result = Mutex<Result<T, any Error>?>(nil)
+    private let result = TracedMutex<Result<T, any Error>?>(nil)
     private let done = DispatchSemaphore(value: 0)
 
     package init(_ body: @escaping @Sendable () throws -> T) {

@@ -1,6 +1,6 @@
+import ArchiveLocking
 import ArchiveStore
 import Foundation
-import Synchronization
 
 /// One side of a sync as the executor sees it: a store in a directory here, or one at the
 /// far end of a pipe. Every call is one request; each returns or throws.
@@ -36,8 +36,8 @@ package protocol SyncReplica: AnyObject, Sendable {
 package final class LocalReplica: SyncReplica {
     package let store: ArchiveStore
     package let name: String
-    private let lock = Mutex<StoreLock?>(nil)
-    private let madeCurrentAhead = Mutex<Bool?>(nil)
+    private let lock = TracedMutex<StoreLock?>(nil)
+    private let madeCurrentAhead = TracedMutex<Bool?>(nil)
 
     package init(_ store: ArchiveStore, name: String? = nil) {
         self.store = store

@@ -1,10 +1,10 @@
+import ArchiveLocking
 import ArchiveStore
 import ArchiveWatch
 import ArgumentParser
 import Dispatch
 import Foundation
 import Logging
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -77,7 +77,7 @@ struct Watch: ParsableCommand {
         )
         stop.attach(watcher)
 
-        let result = Mutex<Result<Void, any Error>?>(nil)
+        let result = TracedMutex<Result<Void, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
         Task {
             do {
@@ -111,7 +111,7 @@ struct Watch: ParsableCommand {
 /// SIGINT or SIGTERM: stops the watcher, or, when it comes before the watcher has started,
 /// stops it as soon as it has.
 private final class StopRequest: Sendable {
-    private let state = Mutex<(requested: Bool, watcher: StoreWatcher?)>((false, nil))
+    private let state = TracedMutex<(requested: Bool, watcher: StoreWatcher?)>((false, nil))
 
     func request() {
         state.withLock { state in

@@ -1,5 +1,5 @@
+import ArchiveLocking
 import Foundation
-import Synchronization
 import Testing
 
 @testable import ArchiveStore
@@ -96,7 +96,7 @@ import Testing
             for n in 0..<5000 { #expect(FileManager.default.createFile(atPath: path + "/f\(n)", contents: nil)) }
             let directory = try FileSystem.openDirectory(path, path: path)
             defer { directory.close() }
-            let counts = Mutex<[Int]>([])
+            let counts = TracedMutex<[Int]>([])
             DispatchQueue.concurrentPerform(iterations: 2) { _ in
                 for _ in 0..<10 {
                     let count = (try? FileSystem.listDirectory(directory.fd, path: path).count) ?? -1

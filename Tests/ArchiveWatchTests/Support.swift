@@ -1,7 +1,7 @@
+import ArchiveLocking
 import ArchiveStore
 import ArchiveWatch
 import Foundation
-import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -121,7 +121,7 @@ func waitUntilStopped(_ watcher: StoreWatcher, timeout: Duration = patience) asy
 /// (it subscribes at once), kept for the test to wait on and look at.
 final class ChangeLog: Sendable {
     private final class Storage: Sendable {
-        let changes = Mutex<[StoreChange]>([])
+        let changes = TracedMutex<[StoreChange]>([])
     }
 
     private let storage = Storage()
