@@ -165,8 +165,18 @@ struct SyncCommandTests {
         }
         var killedWhileRunning = 0
         for round in 0..<8 {
+            // New work each round (a fresh slice of A's objects edited), so that a sync faster
+            // than the kills still has something to do when the next one comes.
+            do {
+                let a = try ArchiveStore(directory: pair.a.path)
+                let slice = round * 375..<(round + 1) * 375
+                try a.batch { batch in
+                    for n in slice { try batch.save(["n": n, "side": 0, "round": round + 1], forKey: "k\(n)", in: "Item") }
+                }
+                for n in slice { before.insert(try a.data(for: ObjectID(collection: "Item", key: "k\(n)"))) }
+            }
             let child = try RunningCommand(["sync", pair.a.path, pair.b.path, "--force"])
-            usleep(UInt32.random(in: 50_000...900_000, using: &rng))
+            usleep(UInt32.random(in: 20_000...400_000, using: &rng))
             if child.isRunning { killedWhileRunning += 1 }
             child.kill()
             for store in [pair.a, pair.b] {
