@@ -190,8 +190,8 @@ public final class Sync: Sendable {
             default: break
             }
         }
-        let (readA, readB) = try inParallel({ [self, reads, copyIDs] in try self.read(reads[.a]!, copies: copyIDs, on: .a) }) {
-            [self, reads, copyIDs] in try self.read(reads[.b]!, copies: copyIDs, on: .b)
+        let (readA, readB) = try bothSides(busy: { !reads[$0]!.isEmpty || !copyIDs.isEmpty }) { [self, reads, copyIDs] side in
+            try self.read(reads[side]!, copies: copyIDs, on: side)
         }
         let contents: [SyncSide: [ObjectID: Data]] = [.a: readA.contents, .b: readB.contents]
         let existingCopies: [SyncSide: [ObjectID: ContentHash]] = [.a: readA.copies, .b: readB.copies]
@@ -279,8 +279,8 @@ public final class Sync: Sendable {
                     return !copies
                 }
             }
-            let (appliedA, appliedB) = try inParallel({ [self, queued] in try self.apply(queued[.a]!, on: .a) }) {
-                [self, queued] in try self.apply(queued[.b]!, on: .b)
+            let (appliedA, appliedB) = try bothSides(busy: { !queued[$0]!.isEmpty }) { [self, queued] side in
+                try self.apply(queued[side]!, on: side)
             }
             for (side, applied) in [(SyncSide.a, appliedA), (.b, appliedB)] {
                 for (write, ok) in zip(queued[side]!, applied) {
@@ -339,6 +339,13 @@ private func fileExtension(_ file: String) -> String {
 extension ReplicaEntry {
     /// The hash of the live contents; nil for a tombstone.
     var liveHash: ContentHash? { isDeleted ? nil : hash }
+}
+
+/// Runs `body` for side A and side B: at once, on this thread and one more, when both are
+/// `busy`; one after the other on this thread when one is not (no thread for nothing to do).
+private func bothSides<T: Sendable>(busy: (SyncSide) -> Bool, _ body: @escaping @Sendable (SyncSide) throws -> T) throws -> (T, T) {
+    if busy(.a) && busy(.b) { return try inParallel({ try body(.a) }, { try body(.b) }) }
+    return (try body(.a), try body(.b))
 }
 
 /// Runs two independent calls at once, on this thread and one more.
