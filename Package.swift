@@ -126,7 +126,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ArchiveCacheTests",
-            dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch", "archive-sync"]
+            dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch", "ArchiveLocking", "archive-sync"]
         ),
         .testTarget(
             name: "KeyedArchiveTests",

@@ -60,13 +60,16 @@ struct MemoryLRU<Entry> {
         pushFront(slot)
     }
 
-    /// As ``touch(_:at:)``, except that an entry already used at `time` stays where it is.
-    /// The order is then exact only to the clock's tick, as a sharded cache's is anyway (see
-    /// ``ModelCache``), and a key read again within a tick costs no write to the list: the
-    /// shards are shared by every thread, and each write moves a cache line away from the
-    /// other cores (two threads on far cores slowed hits from 6 to 2 million per second each).
-    @inlinable mutating func touchOncePerTick(_ slot: Int, at time: Int64) {
-        guard nodes[slot].accessed != time else { return }
+    /// Whether the entry at `slot` was marked used less than `window` nanoseconds before `time`.
+    @inlinable func wasUsed(_ slot: Int, within window: Int64, of time: Int64) -> Bool {
+        time - nodes[slot].accessed < window
+    }
+
+    /// As ``touch(_:at:)``, except that an entry used less than `window` nanoseconds before
+    /// stays where it is. The order is then exact only to the window, and a key read again
+    /// within it costs no write to the list (see ``ModelCache/recencyWindow``).
+    @inlinable mutating func touch(_ slot: Int, at time: Int64, unlessUsedWithin window: Int64) {
+        guard !wasUsed(slot, within: window, of: time) else { return }
         touch(slot, at: time)
     }
 

@@ -105,19 +105,15 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         }
     }
 
-    /// One part of memory: its own lock and its own LRU order (the limits are the cache's).
-    @usableFromInline
-    final class Shard: Sendable {
-        @usableFromInline let state: TracedMutex<ShardState>
-
-        init() {
-            state = TracedMutex(ShardState(memory: MemoryLRU()))
-        }
-    }
+    /// One part of memory, with its own LRU order (the limits are the cache's). Hits that
+    /// change nothing read it under their CPU's stripe of its lock, so that threads on other
+    /// cores reading the same shard write no memory in common (see ``ReadMostlyLock``).
+    @usableFromInline typealias Shard = ReadMostlyLock<ShardState>
 
     @usableFromInline
     struct ShardState {
         @usableFromInline var memory: MemoryLRU<Entry>
+        /// Hits that wrote to the shard (the others count in their stripe).
         @usableFromInline var hits = 0
     }
 
@@ -168,8 +164,10 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     }
 
     @usableFromInline
-    enum Lookup {
+    enum Lookup: Sendable {
         case hit(Value)
+        /// A hit that must be marked used first (a write).
+        case touch
         case check(path: String, stamp: ObjectFileStamp)
         case miss
     }
@@ -177,9 +175,12 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     /// Memory, split by key hash from ``shardingThreshold`` entries (so that threads reading
     /// different keys rarely wait for each other), each shard with its own lock and LRU list.
     /// The limits hold for the total. Below the threshold one list keeps the exact order; above
-    /// it, the entry evicted is the one last used longest ago by the coarse clock (ties within
-    /// one tick, about 4 ms, go either way).
+    /// it, the entry evicted is the one last used longest ago, to within ``recencyWindow``
+    /// (100 ms: a key's uses that close together count as one).
     @usableFromInline let shards: [Shard]
+    /// The same shards, reached without a reference count (`shards` keeps them alive): a hit
+    /// that retained its shard would write the shard's first cache line, which every core reads.
+    @usableFromInline let unretainedShards: [Unmanaged<Shard>]
     // TracedMutex rather than Mutex throughout: the thread sanitizer sees its locking (TracedMutex.swift).
     @usableFromInline let state = TracedMutex(State())
     private let observer = TracedMutex<Int?>(nil)
@@ -196,6 +197,11 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     /// Files modified less than this long before they were read may hide a rewrite behind an
     /// unchanged stamp (the store's scan uses the same window).
     @inlinable static var racyWindow: Int64 { 2_000_000_000 }
+    /// How exact a sharded cache's LRU order is, in nanoseconds: a key read again within this
+    /// long of its last marked use is not moved in its list (memcached, for one, moves an item
+    /// at most once a minute). Each move is a write under every stripe of the shard's lock,
+    /// which readers on other cores then fetch back.
+    @inlinable static var recencyWindow: Int64 { 100_000_000 }
     /// A count limit from which memory is split into ``shardCount`` shards.
     static var shardingThreshold: Int { 256 }
     static var shardCount: Int { 16 }
@@ -216,7 +222,12 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         memoryCountLimit = max(countLimit, 0)
         memoryCostLimit = max(costLimit, 0)
         directory = store.directoryName(ofCollection: self.collection) + "/"
-        shards = (0..<(countLimit >= Self.shardingThreshold ? Self.shardCount : 1)).map { _ in Shard() }
+        // Unsharded, every hit moves its entry in the one exact LRU list (a write): one stripe.
+        let sharded = countLimit >= Self.shardingThreshold
+        shards = (0..<(sharded ? Self.shardCount : 1)).map { _ in
+            Shard(ShardState(memory: MemoryLRU()), stripes: sharded ? Shard.stripesForThisMachine : 1)
+        }
+        unretainedShards = shards.map { Unmanaged.passUnretained($0) }
         let collectionName = self.collection
         let token = store.observeChanges { [weak self] changes in
             self?.invalidate(changes.filter { $0.id.collection == collectionName })
@@ -260,26 +271,53 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         let now = ModelCacheClock.now()
         let generation = followGeneration()
         let sharded = shards.count > 1
-        let shard = sharded ? shards[Self.shardIndex(key, shards.count)] : shards[0]
-        let lookup = shard.state.withLock { state -> Lookup in
-            guard let slot = state.memory.slot(of: key) else { return .miss }
-            if let expires = state.memory.nodes[slot].entry.unsafelyUnwrapped.expires, expires <= now { return .miss }
-            if generation & 1 == 1, state.memory.nodes[slot].entry.unsafelyUnwrapped.current == generation {
-                // Sharded, the order is by the coarse clock's tick anyway: a hit within the
-                // entry's tick writes nothing to the list (MemoryLRU.touchOncePerTick).
-                if sharded { state.memory.touchOncePerTick(slot, at: now) } else { state.memory.touch(slot, at: now) }
-                state.hits += 1
-                return .hit(state.memory.nodes[slot].entry.unsafelyUnwrapped.value)
-            }
-            let entry = state.memory.nodes[slot].entry.unsafelyUnwrapped
-            guard let stamp = entry.stamp, !entry.racy else { return .miss }
-            return .check(path: entry.path, stamp: stamp)
-        }
+        let index = sharded ? Self.shardIndex(key, shards.count) : 0
+        // Sharded, the order is exact only to the recency window: a hit within the entry's
+        // window writes nothing to the list, and needs only a read lock (one stripe of it).
+        let lookup =
+            sharded
+            ? unretainedShards[index]._withUnsafeGuaranteedRef { shard in
+                shard.read { state, hits in
+                    let lookup = Self.lookup(key, in: &state.memory, now: now, generation: generation, readOnly: true)
+                    if case .hit = lookup { hits += 1 }
+                    return lookup
+                }
+            } : .touch
+        let shard = shards[index]
         switch lookup {
         case .hit(let value): return value
         case .miss: return nil
         case .check(let path, let stamp): return validate(key, in: shard, path: path, stamp: stamp, generation: generation, now: now)
+        case .touch: break
         }
+        let touched = shard.write { state -> Lookup in
+            let lookup = Self.lookup(key, in: &state.memory, now: now, generation: generation, readOnly: false)
+            guard case .hit = lookup, let slot = state.memory.slot(of: key) else { return lookup }
+            if sharded { state.memory.touch(slot, at: now, unlessUsedWithin: Self.recencyWindow) } else { state.memory.touch(slot, at: now) }
+            state.hits += 1
+            return lookup
+        }
+        switch touched {
+        case .hit(let value): return value
+        case .miss, .touch: return nil  // (never .touch: not read-only)
+        case .check(let path, let stamp): return validate(key, in: shard, path: path, stamp: stamp, generation: generation, now: now)
+        }
+    }
+
+    /// What memory has for `key`: a current hit, a stamp to check, or nothing. `readOnly`
+    /// (sharded, under a read lock), a current hit past its recency window is `.touch`
+    /// instead: it must be marked used, a write.
+    @inlinable
+    static func lookup(_ key: String, in memory: inout MemoryLRU<Entry>, now: Int64, generation: Int, readOnly: Bool) -> Lookup {
+        guard let slot = memory.slot(of: key) else { return .miss }
+        if let expires = memory.nodes[slot].entry.unsafelyUnwrapped.expires, expires <= now { return .miss }
+        if generation & 1 == 1, memory.nodes[slot].entry.unsafelyUnwrapped.current == generation {
+            return readOnly && !memory.wasUsed(slot, within: recencyWindow, of: now) ? .touch : .hit(memory.nodes[slot].entry.unsafelyUnwrapped.value)
+        }
+        guard let stamp = memory.nodes[slot].entry.unsafelyUnwrapped.stamp, !memory.nodes[slot].entry.unsafelyUnwrapped.racy else {
+            return .miss
+        }
+        return .check(path: memory.nodes[slot].entry.unsafelyUnwrapped.path, stamp: stamp)
     }
 
     @usableFromInline
@@ -289,7 +327,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     @inlinable
     func validate(_ key: String, in shard: Shard, path: String, stamp: ObjectFileStamp, generation: Int, now: Int64) -> Value? {
         guard store.fileStamp(atPath: path) == stamp else { return nil }
-        return shard.state.withLock { state -> Value? in
+        return shard.write { state -> Value? in
             guard let slot = state.memory.slot(of: key), state.memory.entry(at: slot).stamp == stamp else { return nil }
             state.memory.update(at: slot) { $0.current = generation }
             state.memory.touch(slot, at: now)
@@ -306,8 +344,14 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     /// FNV-1a of the key's UTF-8 bytes, masked to a shard (`count` is a power of two).
     @inlinable
     static func shardIndex(_ key: String, _ count: Int) -> Int {
-        var hash: UInt32 = 2_166_136_261
-        for byte in key.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        // Over the contiguous bytes: iterating `key.utf8` goes through its index per byte,
+        // which cost as much as the rest of the shard's lookup.
+        var key = key
+        let hash = key.withUTF8 { bytes in
+            var hash: UInt32 = 2_166_136_261
+            for byte in bytes { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+            return hash
+        }
         return Int(hash) & (count - 1)
     }
 
@@ -430,7 +474,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     /// Drops every model from memory; disk is untouched.
     public func removeAllFromMemory() {
         state.withLock { state in
-            for shard in shards { shard.state.withLock { $0.memory.removeAll() } }
+            for shard in shards { shard.write { $0.memory.removeAll() } }
             state.count = 0
             state.cost = 0
         }
@@ -468,14 +512,14 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
             defer { state.unrecordedAccesses = [] }
             return state.unrecordedAccesses
         }
-        for shard in shards { accesses += shard.state.withLock { $0.memory.takeUnrecordedAccesses() } }
+        for shard in shards { accesses += shard.write { $0.memory.takeUnrecordedAccesses() } }
         try store.recordCacheAccess(accesses.map { (try ObjectID(collection: collection, key: $0.key), $0.time) })
     }
 
     /// What the cache has done so far.
     public var statistics: ModelCacheStatistics {
         var statistics = state.withLock { $0.statistics }
-        for shard in shards { statistics.hits += shard.state.withLock { $0.hits } }
+        for shard in shards { statistics.hits += shard.write { $0.hits } + shard.counted }
         return statistics
     }
 
@@ -483,7 +527,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     public var memoryUsage: (count: Int, cost: Int) { state.withLock { ($0.count, $0.cost) } }
 
     /// The keys in memory, least recently used first (shard by shard, when memory is sharded).
-    public var keysInMemory: [String] { shards.flatMap { shard in shard.state.withLock { $0.memory.keysByRecency } } }
+    public var keysInMemory: [String] { shards.flatMap { shard in shard.write { $0.memory.keysByRecency } } }
 
     // MARK: - Internals
 
@@ -515,27 +559,27 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
             } else if pending.invalidations != seen.invalidations {
                 return
             }
-            let change = shard.state.withLock { $0.memory.insert(key, entry, cost: cost, at: now) }
+            let change = shard.write { $0.memory.insert(key, entry, cost: cost, at: now) }
             state.count += change.count
             state.cost += change.cost
             // Over a limit: the least recently used go. Each shard's oldest is the end of its
-            // list; the oldest of those is the cache's (to within the clock's tick, about 4 ms).
+            // list; the oldest of those is the cache's (to within the recency window).
             while state.count > memoryCountLimit || state.cost > memoryCostLimit {
                 var oldest: (shard: Shard, time: Int64)?
                 for candidate in shards {
-                    if let time = candidate.state.withLock({ $0.memory.oldestUse(sparing: key) }), time < oldest?.time ?? .max {
+                    if let time = candidate.write({ $0.memory.oldestUse(sparing: key) }), time < oldest?.time ?? .max {
                         oldest = (candidate, time)
                     }
                 }
                 guard let victimShard = oldest?.shard,
-                    let victim = victimShard.state.withLock({ $0.memory.evictLeastRecentlyUsed(sparing: key) })
+                    let victim = victimShard.write({ $0.memory.evictLeastRecentlyUsed(sparing: key) })
                 else { break }
                 state.count -= 1
                 state.cost -= victim.cost
                 state.statistics.memoryEvictions += 1
                 if let time = victim.unrecordedAccess { state.unrecordedAccesses.append((victim.key, time)) }
             }
-            if state.count > memoryCountLimit || state.cost > memoryCostLimit, let removed = shard.state.withLock({ $0.memory.remove(key) }) {
+            if state.count > memoryCountLimit || state.cost > memoryCostLimit, let removed = shard.write({ $0.memory.remove(key) }) {
                 // Alone it breaks a limit (a count limit of zero, or a cost above the limit): not kept.
                 state.count -= 1
                 state.cost -= removed
@@ -548,7 +592,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     private func forget(_ keys: [String]) {
         state.withLock { state in
             for key in keys {
-                if let cost = shard(for: key).state.withLock({ $0.memory.remove(key) }) {
+                if let cost = shard(for: key).write({ $0.memory.remove(key) }) {
                     state.count -= 1
                     state.cost -= cost
                 }
@@ -577,7 +621,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         state.withLock { state in
             for change in changes {
                 let key = change.id.key
-                if let cost = shard(for: key).state.withLock({ $0.memory.remove(key) }) {
+                if let cost = shard(for: key).write({ $0.memory.remove(key) }) {
                     state.count -= 1
                     state.cost -= cost
                     state.statistics.invalidations += 1

@@ -1,5 +1,6 @@
 import ArchiveCache
 import ArchiveStore
+import ArchiveWatch
 import Foundation
 import Testing
 
@@ -34,15 +35,19 @@ import Testing
         }
     }
 
-    @Test func aLargeCacheKeepsItsLimitAndEvictsTheOldestUseAcrossShards() async throws {
+    /// Without a watcher each hit checks the file's stamp and moves its entry; with one, hits
+    /// read under a read lock and move it only once per recency window (100 ms).
+    @Test(arguments: [false, true]) func aLargeCacheKeepsItsLimitAndEvictsTheOldestUseAcrossShards(watched: Bool) async throws {
         try await withStore { store in
             // 300 entries: memory is split into shards, each with its own LRU list.
             try store.batch { tx in for n in 0...300 { try tx.save(Person(name: "p\(n)", age: n), forKey: "p\(n)") } }
+            let watcher = watched ? try store.startWatching(WatchOptions(debounce: .milliseconds(10))) : nil
+            defer { watcher?.stop() }
             let cache = ModelCache<Person>(store: store, countLimit: 300, costLimit: 1 << 20)
             for n in 0..<300 { _ = try await cache.value(forKey: "p\(n)") }
-            try await Task.sleep(for: .milliseconds(30))  // past the coarse clock's tick
+            try await Task.sleep(for: .milliseconds(150))  // past the recency window
             for n in 0..<150 { _ = try await cache.value(forKey: "p\(n)") }  // used again: newer
-            try await Task.sleep(for: .milliseconds(30))
+            try await Task.sleep(for: .milliseconds(150))
             _ = try await cache.value(forKey: "p300")
             let inMemory = Set(cache.keysInMemory)
             #expect(cache.memoryUsage.count == 300)

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <malloc.h>
+#include <sched.h>
 #include <stdio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -38,6 +39,10 @@ static inline void archive_trim_heap(void) { malloc_trim(0); }
 /// Caps glibc's malloc arenas: each thread that allocates (Dispatch's workers, in a scan's
 /// parallel lanes) otherwise gets an arena of its own, which keeps its free pages (mallopt(3)).
 static inline void archive_limit_heap_arenas(int count) { mallopt(M_ARENA_MAX, count); }
+
+/// The CPU the calling thread runs on (sched_getcpu(3): glibc reads it from the kernel's
+/// restartable-sequences area, without a system call); -1 when unknown.
+static inline int archive_current_cpu(void) { return sched_getcpu(); }
 
 /// The thread sanitizer's annotations (compiler-rt's sanitizer/tsan_interface.h): `addr` is
 /// released by one thread and acquired by the next, as a lock is. Weak: they exist only in a
