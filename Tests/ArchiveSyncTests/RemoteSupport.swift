@@ -60,27 +60,67 @@ final class Child: @unchecked Sendable {
 
     var pid: Int32 { process.processIdentifier }
 
-    func wait() -> ChildResult {
+    /// Waits for the child to exit and returns what it did. Past `timeout` (generous: the
+    /// thread sanitizer makes a child 5-15x slower), kills it and throws what it was doing:
+    /// a hung child fails its test with that, never hangs it.
+    func wait(timeout: Duration = .seconds(600)) throws -> ChildResult {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            guard ContinuousClock.now < deadline else {
+                let state = describeProcessTree(pid)
+                kill(pid, SIGKILL)
+                throw RemoteTestError(
+                    "\(process.arguments ?? []) did not exit within \(timeout); it was: \(state)\n--- stderr ---\n\(errorOutput)")
+            }
+            usleep(10_000)
+        }
         process.waitUntilExit()
         let status = process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         return ChildResult(
             status: status, output: String(decoding: FileManager.default.contents(atPath: scratch + "/out") ?? Data(), as: UTF8.self),
-            errorOutput: String(decoding: FileManager.default.contents(atPath: scratch + "/err") ?? Data(), as: UTF8.self))
+            errorOutput: errorOutput)
     }
+
+    private var errorOutput: String { String(decoding: FileManager.default.contents(atPath: scratch + "/err") ?? Data(), as: UTF8.self) }
 
     deinit {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            // Foundation notices the exit on a thread of its own: bounded, as every wait here.
+            for _ in 0..<1_000 where process.isRunning { usleep(10_000) }
         }
         try? FileManager.default.removeItem(atPath: scratch)
     }
 }
 
-/// Runs `archive-sync arguments` and waits for it, on a thread of its own.
-func runArchiveSync(_ arguments: [String], stdin: Data? = nil) async throws -> ChildResult {
-    try await offPool { try Child(archiveSyncBinary, arguments, stdin: stdin).wait() }
+/// A process and its descendants, one line each: pid, state (Z: exited but not reaped), what
+/// each thread waits in, and the command: what a test says about a child that did not exit.
+func describeProcessTree(_ root: Int32) -> String {
+    var lines: [String] = []
+    var queue = [root]
+    while let pid = queue.first {
+        queue.removeFirst()
+        let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+        guard let close = stat.lastIndex(of: ")") else {
+            lines.append("\(pid): gone")
+            continue
+        }
+        let state = stat[stat.index(close, offsetBy: 2)...].prefix(1)
+        let command = ((try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8)) ?? "").replacingOccurrences(of: "\0", with: " ")
+        let threads = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []).map { thread in
+            ((try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/wchan", encoding: .utf8)) ?? "?").trimmingCharacters(in: .whitespaces)
+        }
+        lines.append("\(pid) \(state) [\(threads.joined(separator: ","))] \(command.prefix(200))")
+        let children = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
+        queue += children.split(separator: " ").compactMap { Int32($0) }
+    }
+    return lines.joined(separator: "\n")
+}
+
+/// Runs `archive-sync arguments` and waits for it (at most `timeout`), on a thread of its own.
+func runArchiveSync(_ arguments: [String], stdin: Data? = nil, timeout: Duration = .seconds(600)) async throws -> ChildResult {
+    try await offPool { try Child(archiveSyncBinary, arguments, stdin: stdin).wait(timeout: timeout) }
 }
 
 /// Runs blocking work on a thread of its own: the test runner's cooperative threads (as many

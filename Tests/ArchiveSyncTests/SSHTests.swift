@@ -128,14 +128,16 @@ extension RemoteSyncTests {
                 let ssh = children(of: sync.pid, named: "ssh")
                 #expect(ssh.count == 1, "no ssh child of the sync to kill")
                 for pid in ssh { kill(pid, SIGKILL) }
-                let killed = try await offPool { [sync] in sync.wait() }
+                // It reads EOF from ssh's stdout at once; the rest is its bounded wait for ssh.
+                let killed = try await offPool { [sync] in try sync.wait(timeout: .seconds(120)) }
                 #expect(killed.status == 1 && killed.errorOutput.contains("connection to the far side closed"), "\(killed)")
                 #expect(arrived > 0 && arrived < count, "the kill came at \(arrived) of \(count) objects, not mid-transfer")
 
                 // Each object in B is absent or A's: never half. The far side may still finish its
-                // last batch; the next sync waits for its lock.
+                // last batch; the next sync waits for its lock, for at most two minutes.
                 var rerun = ChildResult(status: -1, output: "", errorOutput: "")
-                for _ in 0..<100 {
+                let lockDeadline = ContinuousClock.now + .seconds(120)
+                while ContinuousClock.now < lockDeadline {
                     let filesA = filesOnDisk(dir + "/a")
                     for (path, data) in filesOnDisk(dir + "/b") where !path.contains(".archive-sync-tmp.") {
                         #expect(filesA[path] == data, "\(path) in B is neither absent nor A's")
