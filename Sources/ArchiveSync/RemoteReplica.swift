@@ -1,5 +1,6 @@
 import ArchiveLocking
 import ArchiveStore
+import CArchiveShims
 import Foundation
 import Synchronization
 
@@ -322,8 +323,9 @@ private final class Connection {
 
     private static func pipe() throws -> (read: Int32, write: Int32) {
         var fds: [Int32] = [-1, -1]
-        guard Glibc.pipe(&fds) == 0 else { throw SyncError.remote("cannot make a pipe: \(String(cString: strerror(errno)))") }
-        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        // Close-on-exec in the same call: a child that another thread starts between a pipe and
+        // an fcntl would hold an end, and its reader would never see end-of-file when ssh dies.
+        guard archive_pipe_cloexec(&fds) == 0 else { throw SyncError.remote("cannot make a pipe: \(String(cString: strerror(errno)))") }
         return (fds[0], fds[1])
     }
 
@@ -416,7 +418,7 @@ private final class ChildProcess {
         let argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
-        let result = posix_spawnp(&pid, command[0], &actions, nil, argv, environ)
+        let result = posix_spawnp(&pid, command[0], &actions, nil, argv, Glibc.environ)
         guard result == 0 else {
             throw SyncError.remote("cannot start \(command.joined(separator: " ")): \(String(cString: strerror(result)))")
         }

@@ -40,6 +40,10 @@ static inline void archive_trim_heap(void) { malloc_trim(0); }
 /// parallel lanes) otherwise gets an arena of its own, which keeps its free pages (mallopt(3)).
 static inline void archive_limit_heap_arenas(int count) { mallopt(M_ARENA_MAX, count); }
 
+/// pipe2(2) with O_CLOEXEC: both ends close-on-exec from the start, so that a program that
+/// another thread starts meanwhile cannot inherit them.
+static inline int archive_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
 /// The CPU the calling thread runs on (sched_getcpu(3): glibc reads it from the kernel's
 /// restartable-sequences area, without a system call); -1 when unknown.
 static inline int archive_current_cpu(void) { return sched_getcpu(); }
