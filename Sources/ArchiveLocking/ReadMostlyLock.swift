@@ -54,6 +54,9 @@ public final class ReadMostlyLock<State>: @unchecked Sendable {
     @inlinable
     public func read<Result: Sendable>(_ body: (inout State, inout Int) throws -> Result) rethrows -> Result {
         let stripe = unretainedStripes[unretainedStripes.count == 1 ? 0 : Int(archive_current_cpu()) & (unretainedStripes.count - 1)]
+        // The closures capture the pointer, not `self`: capturing `self` retains it, a write
+        // to the object's first cache line, which readers on every core read.
+        let state = self.state
         return try stripe._withUnsafeGuaranteedRef { stripe in
             try stripe.lock.withLock { counter in try body(&state.pointee, &counter) }
         }
