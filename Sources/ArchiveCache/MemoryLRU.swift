@@ -4,9 +4,9 @@
 /// reference counting on the hit path), and a dictionary from key to slot. Not thread-safe:
 /// ``ModelCache`` keeps it behind its mutex.
 @usableFromInline
-struct MemoryLRU<Entry> {
+struct MemoryLRU<Entry: Sendable>: Sendable {
     @usableFromInline
-    struct Node {
+    struct Node: Sendable {
         @usableFromInline var key: String
         @usableFromInline var entry: Entry?
         @usableFromInline var cost: Int

@@ -111,7 +111,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     @usableFromInline typealias Shard = ReadMostlyLock<ShardState>
 
     @usableFromInline
-    struct ShardState {
+    struct ShardState: Sendable {
         @usableFromInline var memory: MemoryLRU<Entry>
         /// Hits that wrote to the shard (the others count in their stripe).
         @usableFromInline var hits = 0
@@ -309,6 +309,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     /// instead: it must be marked used, a write.
     @inlinable
     static func lookup(_ key: String, in memory: inout MemoryLRU<Entry>, now: Int64, generation: Int, readOnly: Bool) -> Lookup {
+        // Field by field: a copy of the whole entry would retain its path and its value.
         guard let slot = memory.slot(of: key) else { return .miss }
         if let expires = memory.nodes[slot].entry.unsafelyUnwrapped.expires, expires <= now { return .miss }
         if generation & 1 == 1, memory.nodes[slot].entry.unsafelyUnwrapped.current == generation {
