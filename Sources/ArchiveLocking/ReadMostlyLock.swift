@@ -58,8 +58,13 @@ public final class ReadMostlyLock<State: Sendable>: Sendable {
     /// which it may change.
     @inlinable
     public func read<Result: Sendable>(_ body: (inout State, inout Int) throws -> Result) rethrows -> Result {
-        let stripe = unretainedStripes[unretainedStripes.count == 1 ? 0 : Int(archive_current_cpu()) & (unretainedStripes.count - 1)]
-        return try stripe._withUnsafeGuaranteedRef { stripe in
+        try read(onStripe: unretainedStripes.count == 1 ? 0 : Int(archive_current_cpu()), body)
+    }
+
+    /// As ``read(_:)``, on stripe `index` (modulo their count) whatever the CPU: for tests.
+    @inlinable
+    package func read<Result: Sendable>(onStripe index: Int, _ body: (inout State, inout Int) throws -> Result) rethrows -> Result {
+        try unretainedStripes[index & (unretainedStripes.count - 1)]._withUnsafeGuaranteedRef { stripe in
             try stripe.lock.withLock { local in try body(&local.state!, &local.counter) }
         }
     }
