@@ -61,8 +61,10 @@ struct MemoryLRU<Entry: Sendable>: Sendable {
     }
 
     /// Whether the entry at `slot` was marked used less than `window` nanoseconds before `time`.
+    /// (A clock stepped back counts as not: the entry is then marked used again.)
     @inlinable func wasUsed(_ slot: Int, within window: Int64, of time: Int64) -> Bool {
-        time - nodes[slot].accessed < window
+        let age = time - nodes[slot].accessed
+        return age >= 0 && age < window
     }
 
     /// As ``touch(_:at:)``, except that an entry used less than `window` nanoseconds before

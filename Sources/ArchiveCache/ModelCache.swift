@@ -278,20 +278,20 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
             sharded
             ? unretainedShards[index]._withUnsafeGuaranteedRef { shard in
                 shard.read { state, hits in
-                    let lookup = Self.lookup(key, in: &state.memory, now: now, generation: generation, readOnly: true)
+                    let lookup = Self.lookup(key, in: state.memory, now: now, generation: generation, readOnly: true)
                     if case .hit = lookup { hits += 1 }
                     return lookup
                 }
             } : .touch
-        let shard = shards[index]
         switch lookup {
         case .hit(let value): return value
         case .miss: return nil
-        case .check(let path, let stamp): return validate(key, in: shard, path: path, stamp: stamp, generation: generation, now: now)
+        case .check(let path, let stamp): return validate(key, in: shards[index], path: path, stamp: stamp, generation: generation, now: now)
         case .touch: break
         }
+        let shard = shards[index]
         let touched = shard.write { state -> Lookup in
-            let lookup = Self.lookup(key, in: &state.memory, now: now, generation: generation, readOnly: false)
+            let lookup = Self.lookup(key, in: state.memory, now: now, generation: generation, readOnly: false)
             guard case .hit = lookup, let slot = state.memory.slot(of: key) else { return lookup }
             if sharded { state.memory.touch(slot, at: now, unlessUsedWithin: Self.recencyWindow) } else { state.memory.touch(slot, at: now) }
             state.hits += 1
@@ -308,7 +308,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     /// (sharded, under a read lock), a current hit past its recency window is `.touch`
     /// instead: it must be marked used, a write.
     @inlinable
-    static func lookup(_ key: String, in memory: inout MemoryLRU<Entry>, now: Int64, generation: Int, readOnly: Bool) -> Lookup {
+    static func lookup(_ key: String, in memory: borrowing MemoryLRU<Entry>, now: Int64, generation: Int, readOnly: Bool) -> Lookup {
         // Field by field: a copy of the whole entry would retain its path and its value.
         guard let slot = memory.slot(of: key) else { return .miss }
         if let expires = memory.nodes[slot].entry.unsafelyUnwrapped.expires, expires <= now { return .miss }
@@ -324,10 +324,24 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     @usableFromInline
     func followGeneration() -> Int { store.followGeneration }
 
-    /// The entry's value if its file still has `stamp` (one `fstatat`).
+    /// The entry's value if its file still has `stamp` (one `fstatat`). Sharded, an entry
+    /// already current and used within the recency window is a read; otherwise a write marks
+    /// it current and used.
     @inlinable
     func validate(_ key: String, in shard: Shard, path: String, stamp: ObjectFileStamp, generation: Int, now: Int64) -> Value? {
         guard store.fileStamp(atPath: path) == stamp else { return nil }
+        if shards.count > 1,
+            let value = shard.read({ state, hits -> Value? in
+                guard let slot = state.memory.slot(of: key), state.memory.nodes[slot].entry.unsafelyUnwrapped.stamp == stamp,
+                    state.memory.nodes[slot].entry.unsafelyUnwrapped.current == generation,
+                    state.memory.wasUsed(slot, within: Self.recencyWindow, of: now)
+                else { return nil }
+                hits += 1
+                return state.memory.nodes[slot].entry.unsafelyUnwrapped.value
+            })
+        {
+            return value
+        }
         return shard.write { state -> Value? in
             guard let slot = state.memory.slot(of: key), state.memory.entry(at: slot).stamp == stamp else { return nil }
             state.memory.update(at: slot) { $0.current = generation }
@@ -520,7 +534,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     /// What the cache has done so far.
     public var statistics: ModelCacheStatistics {
         var statistics = state.withLock { $0.statistics }
-        for shard in shards { statistics.hits += shard.write { $0.hits } + shard.counted }
+        for shard in shards { statistics.hits += shard.read { state, _ in state.hits } + shard.counted }
         return statistics
     }
 
@@ -528,7 +542,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
     public var memoryUsage: (count: Int, cost: Int) { state.withLock { ($0.count, $0.cost) } }
 
     /// The keys in memory, least recently used first (shard by shard, when memory is sharded).
-    public var keysInMemory: [String] { shards.flatMap { shard in shard.write { $0.memory.keysByRecency } } }
+    public var keysInMemory: [String] { shards.flatMap { shard in shard.read { state, _ in state.memory.keysByRecency } } }
 
     // MARK: - Internals
 
@@ -568,7 +582,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
             while state.count > memoryCountLimit || state.cost > memoryCostLimit {
                 var oldest: (shard: Shard, time: Int64)?
                 for candidate in shards {
-                    if let time = candidate.write({ $0.memory.oldestUse(sparing: key) }), time < oldest?.time ?? .max {
+                    if let time = candidate.read({ state, _ in state.memory.oldestUse(sparing: key) }), time < oldest?.time ?? .max {
                         oldest = (candidate, time)
                     }
                 }

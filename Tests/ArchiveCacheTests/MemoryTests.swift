@@ -35,18 +35,22 @@ import Testing
         }
     }
 
-    /// Without a watcher each hit checks the file's stamp and moves its entry; with one, hits
-    /// read under a read lock and move it only once per recency window (100 ms).
+    /// Without a watcher each hit checks the file's stamp (the files are aged past the window
+    /// in which a stamp is not trusted, or every read would load again); with one, the watcher
+    /// keeps entries current. Either way a hit moves its entry at most once per recency window
+    /// (100 ms), under the shard's write lock, and otherwise only reads.
     @Test(arguments: [false, true]) func aLargeCacheKeepsItsLimitAndEvictsTheOldestUseAcrossShards(watched: Bool) async throws {
         try await withStore { store in
             // 300 entries: memory is split into shards, each with its own LRU list.
             try store.batch { tx in for n in 0...300 { try tx.save(Person(name: "p\(n)", age: n), forKey: "p\(n)") } }
+            for n in 0...300 { try age(personFile(store, "p\(n)")) }
             let watcher = watched ? try store.startWatching(WatchOptions(debounce: .milliseconds(10))) : nil
             defer { watcher?.stop() }
             let cache = ModelCache<Person>(store: store, countLimit: 300, costLimit: 1 << 20)
             for n in 0..<300 { _ = try await cache.value(forKey: "p\(n)") }
             try await Task.sleep(for: .milliseconds(150))  // past the recency window
             for n in 0..<150 { _ = try await cache.value(forKey: "p\(n)") }  // used again: newer
+            #expect(cache.statistics.loads == 300, "hits, not loads")
             try await Task.sleep(for: .milliseconds(150))
             _ = try await cache.value(forKey: "p300")
             let inMemory = Set(cache.keysInMemory)

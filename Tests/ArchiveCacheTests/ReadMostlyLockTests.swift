@@ -6,57 +6,70 @@ import Foundation
 import Testing
 
 @Suite("Cache: reads under a stripe of the lock") struct ReadMostlyLockTests {
-    /// Two fields a writer changes one after the other, with work in between: a reader that
-    /// ever sees them differ ran while a write was half done.
-    struct Pair {
-        var first = 0
-        var second = 0
+    /// Values that a writer raises one after the other: a reader that ever sees them differ
+    /// ran while a write was half done. An array, so that the stripes' copies share heap
+    /// storage that a write changes in place.
+    struct Row {
+        var values = [Int](repeating: 0, count: 64)
+        var first: Int { values[0] }
+        var isWhole: Bool { values.allSatisfy { $0 == values[0] } }
     }
 
     @Test func aWriterExcludesReadersOnEveryStripe() async throws {
         // Each reader on a stripe of its own, whatever CPUs the machine has.
-        let lock = ReadMostlyLock(Pair(), stripes: 4)
-        let readers = 4
-        let writes = 2_000
-        let (started, writerDone, torn, reads, stale) = (Counter(), Counter(), Counter(), Counter(), Counter())
-        // Threads of their own: readers spin until the writer is done, which on a pool of one
-        // thread per core would keep the writer from ever starting.
+        let lock = ReadMostlyLock(Row(), stripes: 4)
+        let (readers, writers, writesEach) = (4, 2, 1_000)
+        let (started, writing, torn, reads, stale) = (Counter(), Counter(), Counter(), Counter(), Counter())
+        // Threads of their own: readers spin until the writers are done, which on a pool of one
+        // thread per core would keep the writers from ever starting.
         let done = Counter()
         for reader in 0..<readers {
             Thread {
                 defer { done.increment() }
                 started.increment()
-                // Until the writer is done (it starts once every reader runs), so that they overlap.
-                while writerDone.count == 0 {
-                    let seen = lock.read(onStripe: reader) { pair, counter in
+                // Until the writers are done (they start once every reader runs), so that they overlap.
+                while writing.count < writers {
+                    let whole = lock.read(onStripe: reader) { row, counter in
                         counter += 1
-                        return (pair.first, pair.second)
+                        return row.isWhole
                     }
                     reads.increment()
-                    if seen.0 != seen.1 { torn.increment() }
+                    if !whole { torn.increment() }
                 }
                 // After the last write, every stripe's readers see it.
-                if lock.read(onStripe: reader, { pair, _ in pair.first }) != writes { stale.increment() }
+                if lock.read(onStripe: reader, { row, _ in row.first }) != writers * writesEach { stale.increment() }
             }.start()
         }
-        Thread {
-            defer { done.increment() }
-            while started.count < readers { sched_yield() }
-            for _ in 0..<writes {
-                lock.write { pair in
-                    pair.first += 1
-                    var spin = 0
-                    for n in 0..<2_000 { spin &+= n &* pair.first }  // a window for a reader to look in
-                    pair.second = pair.first + (spin == -1 ? 1 : 0)
+        for _ in 0..<writers {
+            Thread {
+                defer { done.increment() }
+                while started.count < readers { sched_yield() }
+                for _ in 0..<writesEach {
+                    lock.write { row in
+                        for index in row.values.indices { row.values[index] += 1 }  // a window for a reader to look in
+                    }
                 }
-            }
-            writerDone.increment()
-        }.start()
-        try await eventually("the readers and the writer to finish") { done.count == readers + 1 }
+                writing.increment()
+            }.start()
+        }
+        try await eventually("the readers and the writers to finish") { done.count == readers + writers }
         #expect(torn.count == 0)
         #expect(stale.count == 0)
         // Every reader's count landed in some stripe, and the sum has them all.
         #expect(lock.counted == reads.count)
+    }
+
+    @Test func aWriteThatThrowsLeavesEveryStripeReadable() throws {
+        struct Refused: Error {}
+        let lock = ReadMostlyLock(Row(), stripes: 4)
+        #expect(throws: Refused.self) {
+            try lock.write { row in
+                row.values[0] = 1
+                throw Refused()
+            }
+        }
+        // What the body changed before it threw stands, on every stripe (none was left empty).
+        for stripe in 0..<4 { #expect(lock.read(onStripe: stripe) { row, _ in row.first } == 1) }
     }
 
     @Test func hitsServedUnderTheReadLockAreCounted() async throws {
