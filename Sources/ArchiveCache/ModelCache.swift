@@ -274,7 +274,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         let index = sharded ? Self.shardIndex(key, shards.count) : 0
         // Sharded, the order is exact only to the recency window: a hit within the entry's
         // window writes nothing to the list, and needs only a read lock (one stripe of it).
-        let lookup =
+        var lookup =
             sharded
             ? unretainedShards[index]._withUnsafeGuaranteedRef { shard in
                 shard.read { state, hits in
@@ -283,24 +283,19 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
                     return lookup
                 }
             } : .touch
+        if case .touch = lookup {
+            lookup = shards[index].write { state -> Lookup in
+                let lookup = Self.lookup(key, in: state.memory, now: now, generation: generation, readOnly: false)
+                guard case .hit = lookup, let slot = state.memory.slot(of: key) else { return lookup }
+                if sharded { state.memory.touch(slot, at: now, unlessUsedWithin: Self.recencyWindow) } else { state.memory.touch(slot, at: now) }
+                state.hits += 1
+                return lookup
+            }
+        }
         switch lookup {
         case .hit(let value): return value
-        case .miss: return nil
+        case .miss, .touch: return nil  // (never .touch after the write: it is not read-only)
         case .check(let path, let stamp): return validate(key, in: shards[index], path: path, stamp: stamp, generation: generation, now: now)
-        case .touch: break
-        }
-        let shard = shards[index]
-        let touched = shard.write { state -> Lookup in
-            let lookup = Self.lookup(key, in: state.memory, now: now, generation: generation, readOnly: false)
-            guard case .hit = lookup, let slot = state.memory.slot(of: key) else { return lookup }
-            if sharded { state.memory.touch(slot, at: now, unlessUsedWithin: Self.recencyWindow) } else { state.memory.touch(slot, at: now) }
-            state.hits += 1
-            return lookup
-        }
-        switch touched {
-        case .hit(let value): return value
-        case .miss, .touch: return nil  // (never .touch: not read-only)
-        case .check(let path, let stamp): return validate(key, in: shard, path: path, stamp: stamp, generation: generation, now: now)
         }
     }
 
