@@ -51,10 +51,10 @@ public final class Sync: Sendable {
         defer { a.end() }
         try b.begin()
         defer { b.end() }
-        // Both sides scan at once. A scan stats on every core, but lists its directories and
-        // reads its manifest on one; two at once keep both cores busy. (A scan streams the
-        // manifest, so the second one adds a few MB, not a second copy of it.)
-        let (scannedA, scannedB) = try inParallel({ try self.a.makeCurrent() }, { try self.b.makeCurrent() })
+        // Both sides scan at once. A scan alone stats on every core, but lists its directories
+        // and reads its manifest on one; two at once, a core each, keep both cores busy. (A scan
+        // streams the manifest, so the second one adds a few MB, not a second copy of it.)
+        let (scannedA, scannedB) = try inParallel(splittingCores: bothHere, { try self.a.makeCurrent() }, { try self.b.makeCurrent() })
         let walk = try Walk(a: a, b: b, full: options.full)
         var report = SyncReport(a: a.name, b: b.name, dryRun: options.dryRun, incremental: walk.incremental, scannedA: scannedA, scannedB: scannedB)
 
@@ -314,6 +314,17 @@ public final class Sync: Sendable {
         return outcome
     }
 
+    /// Runs `body` for side A and side B: at once, on this thread and one more, when both are
+    /// `busy`; one after the other on this thread when one is not (no thread for nothing to do).
+    private func bothSides<T: Sendable>(busy: (SyncSide) -> Bool, _ body: @escaping @Sendable (SyncSide) throws -> T) throws -> (T, T) {
+        if busy(.a) && busy(.b) { return try inParallel(splittingCores: bothHere, { try body(.a) }, { try body(.b) }) }
+        return (try body(.a), try body(.b))
+    }
+
+    /// Both stores are in directories on this machine, worked on by this process: when both
+    /// sides work at once, each gets half the cores. (A far side has its own process and host.)
+    private var bothHere: Bool { a is LocalReplica && b is LocalReplica }
+
     /// Applies `writes` on one side; no call at all when there are none.
     private func apply(_ writes: [PlannedWrite], on side: SyncSide) throws -> [Bool] {
         writes.isEmpty ? [] : try replica(side).apply(writes.map(\.object))
@@ -339,41 +350,4 @@ private func fileExtension(_ file: String) -> String {
 extension ReplicaEntry {
     /// The hash of the live contents; nil for a tombstone.
     var liveHash: ContentHash? { isDeleted ? nil : hash }
-}
-
-/// Runs `body` for side A and side B: at once, on this thread and one more, when both are
-/// `busy`; one after the other on this thread when one is not (no thread for nothing to do).
-private func bothSides<T: Sendable>(busy: (SyncSide) -> Bool, _ body: @escaping @Sendable (SyncSide) throws -> T) throws -> (T, T) {
-    if busy(.a) && busy(.b) { return try inParallel({ try body(.a) }, { try body(.b) }) }
-    return (try body(.a), try body(.b))
-}
-
-/// Runs two independent calls at once, on this thread and one more.
-func inParallel<A: Sendable, B: Sendable>(_ first: @escaping @Sendable () throws -> A, _ second: @escaping @Sendable () throws -> B) throws -> (A, B)
-{
-    let other = InBackground(second)
-    let firstResult = Result { try first() }
-    let secondResult = Result { try other.value() }
-    return (try firstResult.get(), try secondResult.get())
-}
-
-/// A value computed on a thread of its own.
-package final class InBackground<T: Sendable>: Sendable {
-    private let result = TracedMutex<Result<T, any Error>?>(nil)
-    private let done = DispatchSemaphore(value: 0)
-
-    package init(_ body: @escaping @Sendable () throws -> T) {
-        Thread { [self] in
-            let value = Result { try body() }
-            result.withLock { $0 = value }
-            done.signal()
-        }.start()
-    }
-
-    /// Waits for the value, or rethrows what the computation threw.
-    package func value() throws -> T {
-        done.wait()
-        done.signal()
-        return try result.withLock { $0! }.get()
-    }
 }

@@ -125,3 +125,28 @@ struct ConcurrencyTests {
         }
     }
 }
+
+struct CoreShareTests {
+    /// Two stores' scans or writes run at once in a local sync: each must get half the cores,
+    /// on its own thread as on the caller's, or four lanes crowd two cores.
+    @Test func workRunAtOnceSplittingCoresGetsHalfTheCoresEach() throws {
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        #expect(parallelLanes(10_000, threshold: 1024) == cores)
+        #expect(parallelLanes(10, threshold: 1024) == 1)
+        let (first, second) = try inParallel(
+            splittingCores: true, { parallelLanes(10_000, threshold: 1024) }, { parallelLanes(10_000, threshold: 1024) })
+        #expect(first == max(1, cores / 2))
+        #expect(second == max(1, cores / 2))
+        // Without splitting, each keeps every core (a far side runs in another process).
+        let (whole, _) = try inParallel({ parallelLanes(10_000, threshold: 1024) }, { 0 })
+        #expect(whole == cores)
+        // Outside, the cores are whole again.
+        #expect(parallelLanes(10_000, threshold: 1024) == cores)
+    }
+
+    @Test func inParallelRethrowsEitherSidesError() {
+        struct Failure: Error {}
+        #expect(throws: Failure.self) { try inParallel({ 1 }, { () throws -> Int in throw Failure() }) }
+        #expect(throws: Failure.self) { try inParallel({ () throws -> Int in throw Failure() }, { 1 }) }
+    }
+}
