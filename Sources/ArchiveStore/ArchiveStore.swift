@@ -301,10 +301,10 @@ public final class ArchiveStore: Sendable {
                     }
                     throw ArchiveError.notFound(id, version: version)
                 }
-                guard let hash = kept.hash else {
+                guard kept.hash != nil else {
                     throw ArchiveError.invalidInput("version \(version) of \(id) is a delete; it has no contents")
                 }
-                guard let data = try tx.content(hash) else {
+                guard let data = try tx.content(of: id, version: version) else {
                     throw ArchiveError.versionNotKept(id, version: version, limit: try tx.historyLimit())
                 }
                 return (kept, data)

@@ -185,12 +185,14 @@ extension ArchiveStore {
                 }
             }
             try manifest.read { tx in
-                try tx.forEachContent { hash, data in
+                try tx.forEachContent { id, version, hash, data in
                     if ContentHash(of: data) == hash {
                         report.verifiedHistory += 1
                     } else {
                         report.problems.append(
-                            .init(id: hash.description, kind: .corruptHistory, detail: "kept content \(hash) no longer matches its hash"))
+                            .init(
+                                id: id.description, kind: .corruptHistory,
+                                detail: "the kept contents of version \(version) no longer match their hash \(hash)"))
                     }
                 }
             }

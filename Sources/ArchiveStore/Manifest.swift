@@ -60,7 +60,9 @@ struct WriteIntent: Sendable {
 ///
 /// Every change to an object, whoever made it, goes through ``ManifestTransaction/record(_:)``.
 final class Manifest: Sendable {
-    static let formatVersion = 1
+    /// 2 keeps each version's bytes in its history row; 1 kept them once per hash in a
+    /// `blobs` table, and is migrated when opened.
+    static let formatVersion = 2
     static let defaultHistoryLimit = 10
 
     private static let schema = """
@@ -102,12 +104,8 @@ final class Manifest: Sendable {
             replica TEXT NOT NULL,
             vector TEXT NOT NULL,
             schema INTEGER,
+            data BLOB,
             PRIMARY KEY(collection, key, version)
-        ) WITHOUT ROWID;
-        CREATE TABLE IF NOT EXISTS blobs(
-            hash BLOB PRIMARY KEY,
-            refs INTEGER NOT NULL,
-            data BLOB NOT NULL
         ) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS intents(
             id INTEGER PRIMARY KEY,
@@ -138,17 +136,18 @@ final class Manifest: Sendable {
     init(path: String, historyLimit requestedLimit: Int?) throws {
         let db = try SQLiteConnection(path: path)
         try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
-        func settings() throws -> (replica: String, limit: Int)? {
+        func settings() throws -> (replica: String, limit: Int, format: Int)? {
             guard try db.first("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'", [], { _ in true }) != nil,
-                let format = try db.meta("format")
+                let text = try db.meta("format")
             else { return nil }
-            guard Int(format) == Self.formatVersion else {
-                throw ArchiveError.notAStore(path: path, reason: "its manifest has format \(format); this program reads format \(Self.formatVersion)")
+            guard let format = Int(text), (1...Self.formatVersion).contains(format) else {
+                throw ArchiveError.notAStore(
+                    path: path, reason: "its manifest has format \(text); this program reads formats 1 to \(Self.formatVersion)")
             }
             guard let replica = try db.meta("replica"), let limit = try db.meta("history_limit").flatMap({ Int($0) }) else {
                 throw ArchiveError.notAStore(path: path, reason: "its manifest has no replica id or history limit")
             }
-            return (replica, limit)
+            return (replica, limit, format)
         }
 
         // Stores made before the change stream lack the columns that tell other processes
@@ -158,12 +157,15 @@ final class Manifest: Sendable {
             try db.first("SELECT 1 FROM pragma_table_info('objects') WHERE name = 'origin'", [], { _ in true }) == nil
             || db.first("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], { Int($0.int(0)) }) ?? 0 < Self.tableCount
         var current = try settings()
-        if current == nil || needsColumns || (requestedLimit != nil && requestedLimit != current?.limit) {
+        if current == nil || needsColumns || current!.format < Self.formatVersion || (requestedLimit != nil && requestedLimit != current?.limit) {
             try db.execute("BEGIN IMMEDIATE")
             do {
                 try db.execute(Self.schema)
                 if try db.first("SELECT 1 FROM pragma_table_info('objects') WHERE name = 'origin'", [], { _ in true }) == nil {
                     try db.execute("ALTER TABLE objects ADD COLUMN kind TEXT; ALTER TABLE objects ADD COLUMN origin TEXT;")
+                }
+                if let format = try settings()?.format, format < Self.formatVersion {
+                    try Self.migrateHistory(db)
                 }
                 if try settings() == nil {
                     try db.setMeta("format", String(Self.formatVersion))
@@ -182,6 +184,19 @@ final class Manifest: Sendable {
         guard let current else { throw ArchiveError.notAStore(path: path, reason: "its manifest could not be created") }
         replica = ReplicaID(rawValue: current.replica)
         connection = TracedMutex(db)
+    }
+
+    /// Format 1 to 2: each history row takes its version's bytes from the `blobs` table,
+    /// which goes. One transaction with the rest of the open: all or nothing.
+    private static func migrateHistory(_ db: SQLiteConnection) throws {
+        if try db.first("SELECT 1 FROM pragma_table_info('history') WHERE name = 'data'", [], { _ in true }) == nil {
+            try db.execute("ALTER TABLE history ADD COLUMN data BLOB")
+        }
+        if try db.first("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blobs'", [], { _ in true }) != nil {
+            try db.execute(
+                "UPDATE history SET data = (SELECT data FROM blobs WHERE blobs.hash = history.hash) WHERE hash IS NOT NULL; DROP TABLE blobs;")
+        }
+        try db.setMeta("format", String(formatVersion))
     }
 
     /// Reads under one consistent snapshot.
@@ -414,8 +429,13 @@ final class ManifestTransaction {
     }
 
     /// Records one change as the object's next version: bumps its version and this replica's
-    /// counter in its vector, gives it the next store sequence number, adds a history row,
-    /// keeps the contents (deduplicated by hash), and drops versions past retention.
+    /// counter in its vector, gives it the next store sequence number, adds a history row
+    /// that keeps the contents, and drops versions past retention.
+    ///
+    /// The bytes live in the history row, whose key is the object's: a batch's rows land
+    /// beside the object's other rows, where a table keyed by content hash would put each
+    /// one on a random page of its own (one page written per object: about a quarter of a
+    /// first sync's time).
     ///
     /// A change whose hash equals the current row's (and is not a delete of a tombstone) is
     /// not a new version: only the stamp (and a newly known schema version) is updated, and
@@ -465,17 +485,12 @@ final class ManifestTransaction {
                 .text(kind.rawValue), .text(change.origin.rawValue),
             ])
         try db.run(
-            "INSERT INTO history(collection, key, version, file, hash, size, modified, deleted, replica, vector, schema) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO history(collection, key, version, file, hash, size, modified, deleted, replica, vector, schema, data) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 .text(change.id.collection), .text(change.id.key), .integer(Int64(version)), .text(change.file), hashValue, .integer(Int64(size)),
                 .integer(modified), .integer(change.content == nil ? 1 : 0), .text(author.rawValue), .text(vector.description), schemaValue,
+                change.content.map { .blob($0) } ?? .null,
             ])
-        if let content = change.content, let hash = change.hash {
-            // Kept once per distinct hash, counted once per history row that names it.
-            try db.run(
-                "INSERT INTO blobs(hash, refs, data) VALUES(?, 1, ?) ON CONFLICT(hash) DO UPDATE SET refs = refs + 1",
-                [.blob(hash.bytes), .blob(content)])
-        }
         let limit = try historyLimit()
         if version > limit {
             try prune(change.id, keepingFrom: version - limit + 1)
@@ -498,18 +513,8 @@ final class ManifestTransaction {
     }
 
     private func prune(_ id: ObjectID, keepingFrom version: Int) throws {
-        var dropped: [Data] = []
-        let match: [SQLValue] = [.text(id.collection), .text(id.key), .integer(Int64(version))]
-        try db.query("SELECT hash FROM history WHERE collection = ? AND key = ? AND version < ? AND hash IS NOT NULL", match) {
-            dropped.append($0.blob(0))
-        }
-        try db.run("DELETE FROM history WHERE collection = ? AND key = ? AND version < ?", match)
-        for hash in dropped {
-            try db.run("UPDATE blobs SET refs = refs - 1 WHERE hash = ?", [.blob(hash)])
-        }
-        for hash in Set(dropped) {
-            try db.run("DELETE FROM blobs WHERE hash = ? AND refs <= 0", [.blob(hash)])
-        }
+        try db.run(
+            "DELETE FROM history WHERE collection = ? AND key = ? AND version < ?", [.text(id.collection), .text(id.key), .integer(Int64(version))])
     }
 
     // MARK: History
@@ -536,14 +541,19 @@ final class ManifestTransaction {
         return versions
     }
 
-    /// The kept contents with this hash.
-    func content(_ hash: ContentHash) throws -> Data? {
-        try db.first("SELECT data FROM blobs WHERE hash = ?", [.blob(hash.bytes)]) { $0.blob(0) }
+    /// The kept contents of version `version` of `id`; nil for a delete or a dropped version.
+    func content(of id: ObjectID, version: Int) throws -> Data? {
+        try db.first(
+            "SELECT data FROM history WHERE collection = ? AND key = ? AND version = ? AND data IS NOT NULL",
+            [.text(id.collection), .text(id.key), .integer(Int64(version))]
+        ) { $0.blob(0) }
     }
 
-    /// Calls `body` with every kept content and its recorded hash.
-    func forEachContent(_ body: (ContentHash, Data) throws -> Void) throws {
-        try db.query("SELECT hash, data FROM blobs") { try body(ContentHash(bytes: $0.blob(0)), $0.blob(1)) }
+    /// Calls `body` with every kept version's id, version, recorded hash and contents.
+    func forEachContent(_ body: (ObjectID, Int, ContentHash, Data) throws -> Void) throws {
+        try db.query("SELECT collection, key, version, hash, data FROM history WHERE data IS NOT NULL AND hash IS NOT NULL") {
+            try body(ObjectID(unchecked: $0.text(0), key: $0.text(1)), Int($0.int(2)), ContentHash(bytes: $0.blob(3)), $0.blob(4))
+        }
     }
 
     // MARK: Intents

@@ -118,7 +118,7 @@ struct HistoryTests {
         }
     }
 
-    @Test func identicalContentsAreKeptOnce() throws {
+    @Test func everyKeptVersionKeepsItsOwnContents() throws {
         try withStore { store, _ throws in
             let a = Person(name: "A", age: 1)
             let b = Person(name: "B", age: 2)
@@ -129,16 +129,68 @@ struct HistoryTests {
             #expect(history.map(\.version) == [1, 2, 3])
             #expect(history[0].hash == history[2].hash)
             #expect(history[0].hash != history[1].hash)
-            #expect(try storedContentCount(store) == 2)
-
-            // Another object with the same content shares it too.
+            // Kept with each version's row, beside the object's other rows, not once per hash.
+            #expect(try storedContentCount(store) == 3)
             try store.save(a, forKey: "twin")
-            #expect(try storedContentCount(store) == 2)
+            #expect(try storedContentCount(store) == 4)
 
             #expect(try store.restore(Person.self, forKey: "ada", version: 2) == 4)
             #expect(try store.load(Person.self, forKey: "ada") == b)
             #expect(try store.restore(Person.self, forKey: "ada", version: 1) == 5)
             #expect(try store.load(Person.self, forKey: "ada") == a)
+        }
+    }
+
+    /// A store made before history kept its bytes in its rows (format 1, a `blobs` table
+    /// keyed by hash) opens as format 2 with every kept version still restorable.
+    @Test func aFormatOneManifestIsMigratedWithEveryKeptVersion() throws {
+        try withTemporaryDirectory { dir throws in
+            let path = dir + "/store"
+            let v1 = Person(name: "one", age: 1)
+            let v2 = Person(name: "two", age: 2)
+            do {
+                let store = try ArchiveStore(directory: path)
+                try store.save(v1, forKey: "ada")
+                try store.save(v2, forKey: "ada")
+                try store.save(v1, forKey: "twin")
+                try store.remove(Person.self, forKey: "twin")
+            }
+            // Back to format 1's layout, as the previous release left it.
+            let db = try SQLiteConnection(path: path + "/.archive-sync/manifest.sqlite")
+            try db.execute(
+                """
+                CREATE TABLE blobs(hash BLOB PRIMARY KEY, refs INTEGER NOT NULL, data BLOB NOT NULL) WITHOUT ROWID;
+                INSERT INTO blobs SELECT hash, count(*), data FROM history WHERE data IS NOT NULL GROUP BY hash;
+                ALTER TABLE history DROP COLUMN data;
+                UPDATE meta SET value = '1' WHERE name = 'format';
+                """)
+            #expect(try db.first("SELECT count(*) FROM blobs") { $0.int(0) } == 2)
+
+            let store = try ArchiveStore(directory: path)
+            #expect(try db.first("SELECT value FROM meta WHERE name = 'format'") { $0.text(0) } == "2")
+            #expect(try db.first("SELECT 1 FROM sqlite_master WHERE name = 'blobs'") { _ in true } == nil)
+            #expect(try storedContentCount(store) == 3)
+            #expect(try store.verify().isClean)
+            #expect(try store.restore(Person.self, forKey: "ada", version: 1) == 3)
+            #expect(try store.load(Person.self, forKey: "ada") == v1)
+            #expect(try store.restore(Person.self, forKey: "twin", version: 1) == 3)
+            #expect(try store.load(Person.self, forKey: "twin") == v1)
+        }
+    }
+
+    @Test func aManifestOfALaterFormatIsRefusedUntouched() throws {
+        try withTemporaryDirectory { dir throws in
+            let path = dir + "/store"
+            do { try ArchiveStore(directory: path).save(Person(name: "p", age: 1), forKey: "ada") }
+            let db = try SQLiteConnection(path: path + "/.archive-sync/manifest.sqlite")
+            try db.execute("UPDATE meta SET value = '3' WHERE name = 'format'")
+            guard case .notAStore(_, let reason)? = archiveError({ try ArchiveStore(directory: path) }) else {
+                Issue.record("a manifest of format 3 must not open")
+                return
+            }
+            #expect(reason.contains("format 3"), "\(reason)")
+            #expect(try db.first("SELECT value FROM meta WHERE name = 'format'") { $0.text(0) } == "3")
+            #expect(try db.first("SELECT count(*) FROM history WHERE data IS NOT NULL") { $0.int(0) } == 1)
         }
     }
 
@@ -282,11 +334,11 @@ struct HistoryTests {
         }
     }
 
-    /// How many distinct contents the manifest keeps.
+    /// How many versions' contents the manifest keeps.
     private func storedContentCount(_ store: ArchiveStore) throws -> Int {
         try store.manifest.read { tx in
             var count = 0
-            try tx.forEachContent { _, _ in count += 1 }
+            try tx.forEachContent { _, _, _, _ in count += 1 }
             return count
         }
     }

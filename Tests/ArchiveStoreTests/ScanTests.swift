@@ -343,9 +343,9 @@ struct ScanTests {
         }
     }
 
-    /// Overwrites one kept content in the manifest's blobs table with other bytes.
+    /// Overwrites the kept contents of the versions with this hash with other bytes.
     private func damageKeptContent(_ store: ArchiveStore, hash: ContentHash) throws {
         let db = try SQLiteConnection(path: store.path + "/.archive-sync/manifest.sqlite")
-        try db.run("UPDATE blobs SET data = ? WHERE hash = ?", [.blob(Data("rotten".utf8)), .blob(hash.bytes)])
+        try db.run("UPDATE history SET data = ? WHERE hash = ?", [.blob(Data("rotten".utf8)), .blob(hash.bytes)])
     }
 }
