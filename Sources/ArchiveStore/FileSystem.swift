@@ -37,6 +37,15 @@ extension FileStamp {
     }
 }
 
+/// What tells whether a directory's entries changed: adding, removing or renaming an entry
+/// sets the directory's mtime and ctime. The ctime cannot be set back (`rsync -a` or `touch`
+/// can restore an mtime), and the inode tells a directory made anew.
+struct DirectoryStamp: Equatable, Sendable {
+    var inode: UInt64
+    var mtimeNanoseconds: Int64
+    var ctimeNanoseconds: Int64
+}
+
 /// What `fstatat` says about one directory entry, without following a symlink.
 struct FileStatus: Sendable {
     enum Kind: Sendable { case regular, directory, symlink, other }
@@ -97,6 +106,16 @@ enum FileSystem {
         if !followSymlink { flags |= O_NOFOLLOW }
         let fd = try check("open", path) { openat(parent, name, flags) }
         return FileHandle(fd: fd, path: path)
+    }
+
+    /// The stamp of an open directory. The corresponding C function is `fstat`.
+    static func directoryStamp(_ fd: Int32, path: @autoclosure () -> String) throws -> DirectoryStamp {
+        var info = stat()
+        try check("fstat", path()) { fstat(fd, &info) }
+        return DirectoryStamp(
+            inode: UInt64(info.st_ino),
+            mtimeNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
+            ctimeNanoseconds: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
     }
 
     /// Creates a directory if it does not exist. The corresponding C function is `mkdirat`.

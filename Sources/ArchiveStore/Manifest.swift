@@ -113,6 +113,12 @@ final class Manifest: Sendable {
             start INTEGER NOT NULL,
             entries TEXT NOT NULL
         );
+        CREATE TABLE IF NOT EXISTS directories(
+            name TEXT PRIMARY KEY,
+            inode INTEGER NOT NULL,
+            mtime INTEGER NOT NULL,
+            ctime INTEGER NOT NULL
+        ) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS peers(
             replica TEXT PRIMARY KEY,
             seq INTEGER NOT NULL,
@@ -554,6 +560,30 @@ final class ManifestTransaction {
         try db.query("SELECT collection, key, version, hash, data FROM history WHERE data IS NOT NULL AND hash IS NOT NULL") {
             try body(ObjectID(unchecked: $0.text(0), key: $0.text(1)), Int($0.int(2)), ContentHash(bytes: $0.blob(3)), $0.blob(4))
         }
+    }
+
+    // MARK: Directories
+
+    /// The stamp of each collection directory whose every entry a scan found to be an object
+    /// it recorded, as that scan took it before listing the directory.
+    func directoryStamps() throws -> [ExactName: DirectoryStamp] {
+        var stamps: [ExactName: DirectoryStamp] = [:]
+        try db.query("SELECT name, inode, mtime, ctime FROM directories") {
+            stamps[ExactName($0.text(0))] = DirectoryStamp(
+                inode: UInt64(bitPattern: $0.int(1)), mtimeNanoseconds: $0.int(2), ctimeNanoseconds: $0.int(3))
+        }
+        return stamps
+    }
+
+    /// Records (or, with nil, forgets) a directory's stamp.
+    func setDirectoryStamp(_ name: String, _ stamp: DirectoryStamp?) throws {
+        guard let stamp else {
+            try db.run("DELETE FROM directories WHERE name = ?", [.text(name)])
+            return
+        }
+        try db.run(
+            "INSERT OR REPLACE INTO directories(name, inode, mtime, ctime) VALUES(?, ?, ?, ?)",
+            [.text(name), .integer(Int64(bitPattern: stamp.inode)), .integer(stamp.mtimeNanoseconds), .integer(stamp.ctimeNanoseconds)])
     }
 
     // MARK: Intents

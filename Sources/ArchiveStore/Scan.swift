@@ -25,6 +25,10 @@ public struct ScanReport: Sendable, Codable {
     public var removedTempFiles = 0
     /// Entries that are not objects.
     public var ignored: [IgnoredEntry] = []
+    /// Collection directories whose entries were listed. The others had no entry added,
+    /// removed or renamed since a scan listed them (their mtime and ctime say so), so only the
+    /// files their objects name were looked at.
+    public var listedDirectories = 0
 
     public var created: Int { changes.count { $0.kind == .created } }
     public var modified: Int { changes.count { $0.kind == .modified } }
@@ -54,6 +58,11 @@ extension ArchiveStore {
     /// with the manifest and reads only files whose stamp changed; a file whose content hash
     /// still matches is not a new version. It also removes temp files left by dead processes.
     ///
+    /// Like git's untracked cache, it lists a collection's directory only when the directory
+    /// changed since a scan last listed it: a directory's mtime and ctime change whenever an
+    /// entry is added, removed or renamed. A stamp is trusted only once it is older than the
+    /// racy window, and only for a directory whose every entry was an object.
+    ///
     /// - Parameter progress: called now and then with the changed files read so far and how
     ///   many there are, while they are read and recorded.
     public func scan(progress: ((_ done: Int, _ total: Int) -> Void)? = nil) throws -> ScanReport {
@@ -67,8 +76,11 @@ extension ArchiveStore {
             var collectionsByDirectory: [ExactName: String] = [:]
             for collection in known { collectionsByDirectory[ExactName(FileName.encode(collection))] = collection }
             var unseen = Set(known.map(ExactName.init))
+            let stamps = try manifest.read { try $0.directoryStamps() }
+            var listed: [(name: String, stamp: DirectoryStamp?)] = []
             for entry in try FileSystem.listDirectory(root, path: path) where !FileName.isReserved(entry.name) {
-                guard let listing = try listCollection(entry.name, type: entry.type) else { continue }  // gone since listed
+                let recorded = stamps[ExactName(entry.name)]
+                guard let listing = try listCollection(entry.name, type: entry.type, unlessUnchangedSince: recorded) else { continue }  // gone since listed
                 report.removedTempFiles += listing.removedTempFiles
                 if let problem = listing.problem {
                     report.ignored.append(IgnoredEntry(path: listing.directoryName, reason: problem))
@@ -79,14 +91,30 @@ extension ArchiveStore {
                     continue
                 }
                 unseen.remove(ExactName(collection))
-                try examine(listing, of: collection, into: &candidates, report: &report)
+                if listing.isUnchanged {
+                    try examineUnchanged(listing.directoryName, of: collection, into: &candidates, report: &report)
+                } else {
+                    try examine(listing, of: collection, into: &candidates, report: &report)
+                    report.listedDirectories += 1
+                    listed.append((listing.directoryName, listing.keptReservedEntries ? nil : listing.stamp))
+                }
             }
             // Collections whose directory is gone: every live object in them was deleted.
             for collection in unseen {
                 try addLiveObjects(of: collection.string, directoryName: FileName.encode(collection.string), to: &candidates)
             }
             try record(candidates, into: &report, progress: progress)
-            try manifest.write { try $0.setMeta("last_scan", String(Manifest.now())) }
+            let now = Manifest.now()
+            try manifest.write { tx in
+                try tx.setMeta("last_scan", String(now))
+                for (name, stamp) in listed {
+                    // Trusted later only if settled (an entry added within the clock's granularity
+                    // of it might not move it) and if every entry became an object.
+                    let settled = stamp.map { now - max($0.mtimeNanoseconds, $0.ctimeNanoseconds) >= Manifest.racyWindow } ?? false
+                    let clean = !report.ignored.contains { $0.path == name || $0.path.hasPrefix(name + "/") }
+                    try tx.setDirectoryStamp(name, settled && clean ? stamp : nil)
+                }
+            }
             return report
         } catch {
             throw ArchiveError.wrap(error)
@@ -164,17 +192,9 @@ extension ArchiveStore {
     private func examine(_ listing: Listing, of collection: String, into candidates: inout [Candidate], report: inout ScanReport) throws {
         let directoryName = listing.directoryName
         let files = listing.files
-        // Stat each file on every core: the bulk of an unchanged scan.
-        let directoryPath = path + "/" + directoryName
-        let directory = try FileSystem.openDirectory(directoryName, in: root, path: directoryPath)
+        let directory = try FileSystem.openDirectory(directoryName, in: root, path: path + "/" + directoryName)
         defer { directory.close() }
-        let statuses = try parallelMap(files.count) { index in
-            try files.withName(index) { name in
-                try name.withMemoryRebound(to: CChar.self) {  // NUL-terminated in the list
-                    try FileSystem.status($0.baseAddress!, in: directory.fd, path: directoryPath + "/" + files.name(index))
-                }
-            }
-        }
+        let statuses = try Self.statuses(of: files, in: directory)
         func add(_ file: String, key: String) {
             candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: key))
         }
@@ -368,6 +388,84 @@ extension ArchiveStore {
         }
     }
 
+    /// Compares the live rows of a collection with their files, in a directory that has had
+    /// no entry added, removed or renamed since a scan listed it and found every entry to be
+    /// an object: no other file can be there, so each row's file is looked at by name, and
+    /// the directory is not listed. (A tombstone's file coming back would have changed the
+    /// directory.)
+    private func examineUnchanged(_ directoryName: String, of collection: String, into candidates: inout [Candidate], report: inout ScanReport)
+        throws
+    {
+        // A few bytes per object: names in one buffer, and each stamp (one that cannot match
+        // when the row has none or is racy, so that its file is read).
+        let unmatchable = FileStamp(size: -1, mtimeNanoseconds: 0, inode: 0)
+        var files = NameList()
+        var stamps: [FileStamp] = []
+        try manifest.read { tx in
+            try tx.forEachStamp(in: collection) { row in
+                guard !row.isDeleted else { return }
+                row.withFile { files.append($0) }
+                stamps.append(row.racy ? unmatchable : row.stamp ?? unmatchable)
+            }
+        }
+        let directory = try FileSystem.openDirectory(directoryName, in: root, path: path + "/" + directoryName)
+        defer { directory.close() }
+        let looks = try parallelMap(files.count) { [files, stamps] index -> Look in
+            guard let status = try Self.status(files, index, in: directory) else { return .gone }
+            switch status.kind {
+            case .regular: return status.stamp == stamps[index] ? .unchanged : .changed
+            case .directory: return .directory
+            case .symlink: return .symlink
+            case .other: return .other
+            }
+        }
+        var found: [(index: Int, look: Look)] = []
+        for (index, look) in looks.enumerated() {
+            if look == .unchanged { report.unchanged += 1 } else { found.append((index, look)) }
+        }
+        guard !found.isEmpty else { return }
+        // The few that changed: their keys (a long file name is hashed, so ask the manifest).
+        try manifest.read { tx in
+            for (index, look) in found {
+                let file = files.name(index)
+                guard let key = try tx.object(holding: file, in: collection)?.id.key else { continue }  // its row went meanwhile
+                if let kind = look.notRegular {
+                    report.ignored.append(IgnoredEntry(path: directoryName + "/" + file, reason: Self.reason(notRegular: kind)))
+                }
+                candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: key))
+            }
+        }
+    }
+
+    /// What ``examineUnchanged(_:of:into:report:)`` found at a row's file.
+    private enum Look: UInt8 {
+        case unchanged, changed, gone, directory, symlink, other
+
+        var notRegular: FileStatus.Kind? {
+            switch self {
+            case .directory: .directory
+            case .symlink: .symlink
+            case .other: .other
+            case .unchanged, .changed, .gone: nil
+            }
+        }
+    }
+
+    /// Stats the file at `index` of `files` in `directory`; nil when there is none.
+    private static func status(_ files: NameList, _ index: Int, in directory: FileHandle) throws -> FileStatus? {
+        try files.withName(index) { name in
+            try name.withMemoryRebound(to: CChar.self) {  // NUL-terminated in the list
+                try FileSystem.status($0.baseAddress!, in: directory.fd, path: directory.path + "/" + files.name(index))
+            }
+        }
+    }
+
+    /// Stats each of `files` in `directory` (nil where there is none), on every core: the
+    /// bulk of an unchanged scan.
+    private static func statuses(of files: NameList, in directory: FileHandle) throws -> [FileStatus?] {
+        try parallelMap(files.count) { try status(files, $0, in: directory) }
+    }
+
     /// One directory at the root of the store, listed by a scan.
     private struct Listing: Sendable {
         var directoryName: String
@@ -375,10 +473,19 @@ extension ArchiveStore {
         var problem: String?
         var files = NameList()
         var removedTempFiles = 0
+        /// The directory's stamp, taken before it was listed.
+        var stamp: DirectoryStamp?
+        /// True when the stamp is the one a scan recorded: the directory was not listed.
+        var isUnchanged = false
+        /// Dot files that stayed (another process's temp files, or files left alone).
+        var keptReservedEntries = false
     }
 
-    /// Lists one directory at the root, or returns nil when it does not exist.
-    private func listCollection(_ name: String, type: UInt8 = UInt8(DT_UNKNOWN)) throws -> Listing? {
+    /// Lists one directory at the root, or returns nil when it does not exist. A directory
+    /// whose stamp is still `recorded` is not listed (``Listing/isUnchanged``).
+    private func listCollection(_ name: String, type: UInt8 = UInt8(DT_UNKNOWN), unlessUnchangedSince recorded: DirectoryStamp? = nil) throws
+        -> Listing?
+    {
         var listing = Listing(directoryName: name)
         let directory: FileHandle
         do {
@@ -390,12 +497,21 @@ extension ArchiveStore {
             return listing
         }
         defer { directory.close() }
+        listing.stamp = try FileSystem.directoryStamp(directory.fd, path: path + "/" + name)
+        if let recorded, listing.stamp == recorded {
+            listing.isUnchanged = true
+            return listing
+        }
         try FileSystem.forEachEntry(of: directory.fd, path: path + "/" + name) { file, _ in
             if !FileName.isReserved(file) {
                 listing.files.append(file)
             } else {
                 let file = String(decoding: file, as: UTF8.self)  // reserved: a temp file, or left alone
-                if try removeStaleTemp(file, in: directory.fd, path: name + "/" + file) { listing.removedTempFiles += 1 }
+                if try removeStaleTemp(file, in: directory.fd, path: name + "/" + file) {
+                    listing.removedTempFiles += 1
+                } else {
+                    listing.keptReservedEntries = true
+                }
             }
         }
         listing.files.buildIndex()

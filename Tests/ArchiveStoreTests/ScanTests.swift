@@ -190,6 +190,79 @@ struct ScanTests {
         }
     }
 
+    /// Waits until what was just written to the store is older than the racy window, scans
+    /// (listing the directory, which records its stamp) and checks that the next scan trusts it.
+    private func settle(_ store: ArchiveStore) throws {
+        Thread.sleep(forTimeInterval: Double(Manifest.racyWindow) / 1e9 + 0.2)
+        #expect(try store.scan().listedDirectories == 1)
+        #expect(try store.scan().listedDirectories == 0)
+    }
+
+    @Test func anUnchangedDirectoryIsNotListedButItsFilesAreStillLookedAt() throws {
+        try withStore { store, path throws in
+            for (index, key) in ["ada", "bob", "cy"].enumerated() { try store.save(Person(name: key, age: index), forKey: key) }
+            // Just written: the directory's stamp is too new to be trusted.
+            #expect(try store.scan().listedDirectories == 1)
+            try settle(store)
+
+            // An edit in place does not change the directory: found by its file's stamp alone.
+            let file = path + "/Person/ada.json"
+            let mtime = try modificationTime(of: file)
+            try overwrite(file, with: json(Person(name: "Ada", age: 36)))
+            try setModificationTime(of: file, to: shifted(mtime, bySeconds: 1))
+            var report = try store.scan()
+            #expect(report.listedDirectories == 0)
+            #expect(report.changes.map(\.id.key) == ["ada"])
+            #expect(report.changes.map(\.kind) == [.modified])
+            #expect(report.unchanged == 2)
+            #expect(try store.load(Person.self, forKey: "ada") == Person(name: "Ada", age: 36))
+
+            // Removing and adding files changes the directory: it is listed again.
+            try FileManager.default.removeItem(atPath: path + "/Person/bob.json")
+            try overwrite(path + "/Person/dan.json", with: json(Person(name: "dan", age: 4)))
+            report = try store.scan()
+            #expect(report.listedDirectories == 1)
+            #expect(Set(report.changes.map { "\($0.kind) \($0.id.key)" }) == ["deleted bob", "created dan"])
+        }
+    }
+
+    /// `rsync -a` or `touch -d` can set a directory's mtime back after adding to it; its ctime
+    /// still moves, and the new file is found.
+    @Test func aDirectoryWhoseMtimeIsSetBackIsListedAgain() throws {
+        try withStore { store, path throws in
+            try store.save(Person(name: "ada", age: 1), forKey: "ada")
+            try settle(store)
+            let directory = path + "/Person"
+            let mtime = try modificationTime(of: directory)
+            try overwrite(directory + "/dan.json", with: json(Person(name: "dan", age: 4)))
+            try setModificationTime(of: directory, to: mtime)
+            #expect(try modificationTime(of: directory).tv_nsec == mtime.tv_nsec)
+            let report = try store.scan()
+            #expect(report.listedDirectories == 1)
+            #expect(report.changes.map { "\($0.kind) \($0.id.key)" } == ["created dan"])
+        }
+    }
+
+    /// A directory with an entry that is not an object is listed by every scan, so that every
+    /// report names the entry (and a dot file that stays is never trusted to stay put).
+    @Test func aDirectoryWithAnEntryThatIsNotAnObjectIsListedByEveryScan() throws {
+        try withStore { store, path throws in
+            try store.save(Person(name: "ada", age: 1), forKey: "ada")
+            try FileManager.default.createDirectory(atPath: path + "/Person/drafts", withIntermediateDirectories: false)
+            Thread.sleep(forTimeInterval: Double(Manifest.racyWindow) / 1e9 + 0.2)
+            for _ in 0..<3 {
+                let report = try store.scan()
+                #expect(report.listedDirectories == 1)
+                #expect(report.ignored.map(\.path) == ["Person/drafts"])
+            }
+            try FileManager.default.removeItem(atPath: path + "/Person/drafts")
+            try overwrite(path + "/Person/.notes", with: Data("the user's".utf8))
+            Thread.sleep(forTimeInterval: Double(Manifest.racyWindow) / 1e9 + 0.2)
+            #expect(try store.scan().listedDirectories == 1)
+            #expect(try store.scan().listedDirectories == 1)
+        }
+    }
+
     @Test func staleTempFileOfADeadProcessIsRemovedByScan() throws {
         try withStore { store, path throws in
             try store.save(Person(name: "A", age: 1), forKey: "a")
