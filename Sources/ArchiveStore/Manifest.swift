@@ -28,7 +28,7 @@ struct ObjectRecord: Sendable {
 /// recorded the write. One left behind by a dead process tells the next open exactly which
 /// temp files to remove and which objects to reconcile.
 struct WriteIntent: Sendable {
-    struct Entry: Codable, Sendable {
+    struct Entry: Codable, Sendable, Equatable {
         var collection: String
         var key: String
         /// The file to write, or "" for a delete.
@@ -53,6 +53,81 @@ struct WriteIntent: Sendable {
     var id: Int64
     var owner: ProcessIdentity
     var entries: [Entry]
+}
+
+extension WriteIntent.Entry {
+    /// `entries` as the JSON that `JSONEncoder` makes of them (nil fields left out), written
+    /// directly: a sync records an intent of 1,000 entries per page, and `JSONEncoder` took 6%
+    /// of a first sync's time doing it. Read back with `JSONDecoder`.
+    static func json(_ entries: [Self]) -> String {
+        let hexDigits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(entries.count * 256)
+        func string(_ value: String) {
+            out.append(UInt8(ascii: "\""))
+            for byte in value.utf8 {
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                    out += [UInt8(ascii: "\\"), byte]
+                case 0..<0x20:
+                    out += Array("\\u00".utf8) + [hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]]
+                default:
+                    out.append(byte)
+                }
+            }
+            out.append(UInt8(ascii: "\""))
+        }
+        func field(_ name: String, first: Bool = false) {
+            if !first { out.append(UInt8(ascii: ",")) }
+            string(name)
+            out.append(UInt8(ascii: ":"))
+        }
+        out.append(UInt8(ascii: "["))
+        for (index, entry) in entries.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "{"))
+            field("collection", first: true)
+            string(entry.collection)
+            field("key")
+            string(entry.key)
+            field("file")
+            string(entry.file)
+            if let temp = entry.temp {
+                field("temp")
+                string(temp)
+            }
+            if let hash = entry.hash {
+                field("hash")
+                string(hash.description)
+            }
+            if let schemaVersion = entry.schemaVersion {
+                field("schemaVersion")
+                out += Array(String(schemaVersion).utf8)
+            }
+            if let vector = entry.vector {
+                field("vector")
+                out.append(UInt8(ascii: "{"))
+                for (position, (replica, counter)) in vector.counters.enumerated() {
+                    if position > 0 { out.append(UInt8(ascii: ",")) }
+                    string(replica.rawValue)
+                    out.append(UInt8(ascii: ":"))
+                    out += Array(String(counter).utf8)
+                }
+                out.append(UInt8(ascii: "}"))
+            }
+            if let modified = entry.modified {
+                field("modified")
+                out += Array(String(modified).utf8)
+            }
+            if let author = entry.author {
+                field("author")
+                string(author.rawValue)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(UInt8(ascii: "]"))
+        return String(decoding: out, as: UTF8.self)
+    }
 }
 
 /// The store's version manifest: an SQLite database in WAL mode at
@@ -590,7 +665,7 @@ final class ManifestTransaction {
 
     /// Records writes about to start; returns the intent's id.
     func addIntent(_ entries: [WriteIntent.Entry], owner: ProcessIdentity = .current) throws -> Int64 {
-        let text = String(decoding: try JSONEncoder().encode(entries), as: UTF8.self)
+        let text = WriteIntent.Entry.json(entries)
         try db.run("INSERT INTO intents(pid, start, entries) VALUES(?, ?, ?)", [.integer(Int64(owner.pid)), .integer(owner.startTime), .text(text)])
         return try db.first("SELECT last_insert_rowid()") { $0.int(0) } ?? 0
     }

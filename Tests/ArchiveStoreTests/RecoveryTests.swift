@@ -107,3 +107,32 @@ import Testing
         }
     }
 }
+
+struct IntentEncodingTests {
+    /// Intents are written without `JSONEncoder` and read with `JSONDecoder`: every field,
+    /// and every character a key or a collection can hold, must come back as it was.
+    @Test func intentEntriesWrittenByHandReadBackExactly() throws {
+        let odd = ["plain", "quo\"te", "back\\slash", "new\nline\ttab", "nul\u{0}bell\u{7}", "é composé", "e\u{301}", "🦊/emoji", "\u{1F}"]
+        var entries: [WriteIntent.Entry] = []
+        for (index, text) in odd.enumerated() {
+            var entry = WriteIntent.Entry(
+                collection: "Coll" + text, key: text, file: text + ".json", temp: index % 2 == 0 ? ".tmp." + text : nil,
+                hash: index % 3 == 0 ? nil : ContentHash(of: Data(text.utf8)), schemaVersion: index % 4 == 0 ? nil : index)
+            if index % 2 == 1 {
+                entry.vector = VersionVector([ReplicaID(rawValue: "a\(text)"): index, ReplicaID(rawValue: "b"): Int.max])
+                entry.modified = Int64.min + Int64(index)
+                entry.author = ReplicaID(rawValue: text)
+            }
+            entries.append(entry)
+        }
+        let text = WriteIntent.Entry.json(entries)
+        let decoded = try JSONDecoder().decode([WriteIntent.Entry].self, from: Data(text.utf8))
+        #expect(decoded == entries)
+        #expect(try JSONSerialization.jsonObject(with: Data(text.utf8)) is [Any])
+        #expect(WriteIntent.Entry.json([]) == "[]")
+        // The same document as JSONEncoder's, field for field.
+        let theirs = try JSONSerialization.jsonObject(with: JSONEncoder().encode(entries)) as? NSArray
+        let ours = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? NSArray
+        #expect(theirs == ours)
+    }
+}
