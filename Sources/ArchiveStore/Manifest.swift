@@ -201,8 +201,10 @@ final class Manifest: Sendable {
         ) WITHOUT ROWID;
         """
 
-    /// How many tables `schema` makes: a store with fewer was made by an older version.
-    private static let tableCount = schema.components(separatedBy: "CREATE TABLE").count - 1
+    /// The tables `schema` makes: a store lacking one was made by an older version. (Named,
+    /// not counted: other files add tables of their own, such as the cache's.)
+    private static let tableNames: Set<String> = Set(
+        schema.components(separatedBy: "CREATE TABLE IF NOT EXISTS ").dropFirst().map { String($0.prefix { $0 != "(" }) })
 
     private let connection: TracedMutex<SQLiteConnection>
     /// This store's replica id, made when the store was created.
@@ -234,9 +236,11 @@ final class Manifest: Sendable {
         // Stores made before the change stream lack the columns that tell other processes
         // what kind of change a row is and who made it; adding them is instant. Stores made
         // before a table was added lack it: `schema` creates whatever is missing.
+        var tables: Set<String> = []
+        try db.query("SELECT name FROM sqlite_master WHERE type = 'table'") { tables.insert($0.text(0)) }
         let needsColumns =
-            try db.first("SELECT 1 FROM pragma_table_info('objects') WHERE name = 'origin'", [], { _ in true }) == nil
-            || db.first("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], { Int($0.int(0)) }) ?? 0 < Self.tableCount
+            try !Self.tableNames.isSubset(of: tables)
+            || db.first("SELECT 1 FROM pragma_table_info('objects') WHERE name = 'origin'", [], { _ in true }) == nil
         var current = try settings()
         if current == nil || needsColumns || current!.format < Self.formatVersion || (requestedLimit != nil && requestedLimit != current?.limit) {
             try db.execute("BEGIN IMMEDIATE")

@@ -77,7 +77,7 @@ extension ArchiveStore {
             for collection in known { collectionsByDirectory[ExactName(FileName.encode(collection))] = collection }
             var unseen = Set(known.map(ExactName.init))
             let stamps = try manifest.read { try $0.directoryStamps() }
-            var listed: [(name: String, stamp: DirectoryStamp?)] = []
+            var listed: [(name: String, stamp: DirectoryStamp?, stampedAt: Int64)] = []
             for entry in try FileSystem.listDirectory(root, path: path) where !FileName.isReserved(entry.name) {
                 let recorded = stamps[ExactName(entry.name)]
                 guard let listing = try listCollection(entry.name, type: entry.type, unlessUnchangedSince: recorded) else { continue }  // gone since listed
@@ -96,7 +96,7 @@ extension ArchiveStore {
                 } else {
                     try examine(listing, of: collection, into: &candidates, report: &report)
                     report.listedDirectories += 1
-                    listed.append((listing.directoryName, listing.keptReservedEntries ? nil : listing.stamp))
+                    listed.append((listing.directoryName, listing.keptReservedEntries ? nil : listing.stamp, listing.stampedAt))
                 }
             }
             // Collections whose directory is gone: every live object in them was deleted.
@@ -104,15 +104,15 @@ extension ArchiveStore {
                 try addLiveObjects(of: collection.string, directoryName: FileName.encode(collection.string), to: &candidates)
             }
             try record(candidates, into: &report, progress: progress)
-            let now = Manifest.now()
+            // Directories holding an ignored entry (or ignored themselves) are listed every time.
+            let unclean = Set(report.ignored.map { ExactName(String($0.path.prefix { $0 != "/" })) })
             try manifest.write { tx in
-                try tx.setMeta("last_scan", String(now))
-                for (name, stamp) in listed {
-                    // Trusted later only if settled (an entry added within the clock's granularity
-                    // of it might not move it) and if every entry became an object.
-                    let settled = stamp.map { now - max($0.mtimeNanoseconds, $0.ctimeNanoseconds) >= Manifest.racyWindow } ?? false
-                    let clean = !report.ignored.contains { $0.path == name || $0.path.hasPrefix(name + "/") }
-                    try tx.setDirectoryStamp(name, settled && clean ? stamp : nil)
+                try tx.setMeta("last_scan", String(Manifest.now()))
+                for (name, stamp, stampedAt) in listed {
+                    // Trusted later only if settled when taken (an entry added within the clock's
+                    // granularity of it might not move it) and if every entry became an object.
+                    let settled = stamp.map { stampedAt - max($0.mtimeNanoseconds, $0.ctimeNanoseconds) >= Manifest.racyWindow } ?? false
+                    try tx.setDirectoryStamp(name, settled && !unclean.contains(ExactName(name)) ? stamp : nil)
                 }
             }
             return report
@@ -473,8 +473,9 @@ extension ArchiveStore {
         var problem: String?
         var files = NameList()
         var removedTempFiles = 0
-        /// The directory's stamp, taken before it was listed.
+        /// The directory's stamp, taken before it was listed, and the time just before it.
         var stamp: DirectoryStamp?
+        var stampedAt: Int64 = 0
         /// True when the stamp is the one a scan recorded: the directory was not listed.
         var isUnchanged = false
         /// Dot files that stayed (another process's temp files, or files left alone).
@@ -497,6 +498,7 @@ extension ArchiveStore {
             return listing
         }
         defer { directory.close() }
+        listing.stampedAt = Manifest.now()
         listing.stamp = try FileSystem.directoryStamp(directory.fd, path: path + "/" + name)
         if let recorded, listing.stamp == recorded {
             listing.isUnchanged = true
