@@ -181,10 +181,7 @@ struct HistoryTests {
     /// A store made before a table existed gets it when opened, whatever other tables it has
     /// (the cache adds its own, so counting them is not enough).
     @Test func aMissingTableIsMadeWhenTheStoreOpensBesideOtherTables() throws {
-        try withTemporaryDirectory { dir throws in
-            let path = dir + "/store"
-            do { try ArchiveStore(directory: path).save(Person(name: "p", age: 1), forKey: "ada") }
-            let db = try SQLiteConnection(path: path + "/.archive-sync/manifest.sqlite")
+        try withManifestOfOneObject { path, db throws in
             try db.execute("DROP TABLE directories; CREATE TABLE someone_elses(x INTEGER);")
             let store = try ArchiveStore(directory: path)
             #expect(try db.first("SELECT 1 FROM sqlite_master WHERE name = 'directories'") { _ in true } == true)
@@ -193,10 +190,7 @@ struct HistoryTests {
     }
 
     @Test func aManifestOfALaterFormatIsRefusedUntouched() throws {
-        try withTemporaryDirectory { dir throws in
-            let path = dir + "/store"
-            do { try ArchiveStore(directory: path).save(Person(name: "p", age: 1), forKey: "ada") }
-            let db = try SQLiteConnection(path: path + "/.archive-sync/manifest.sqlite")
+        try withManifestOfOneObject { path, db throws in
             try db.execute("UPDATE meta SET value = '3' WHERE name = 'format'")
             guard case .notAStore(_, let reason)? = archiveError({ try ArchiveStore(directory: path) }) else {
                 Issue.record("a manifest of format 3 must not open")
@@ -345,6 +339,16 @@ struct HistoryTests {
                 return
             }
             #expect(!entryExists(dir + "/.archive-sync"))
+        }
+    }
+
+    /// Calls `body` with the path of a closed store holding one object, and a connection to
+    /// its manifest (to change it as an older or newer release would have left it).
+    private func withManifestOfOneObject(_ body: (String, SQLiteConnection) throws -> Void) throws {
+        try withTemporaryDirectory { dir throws in
+            let path = dir + "/store"
+            do { try ArchiveStore(directory: path).save(Person(name: "p", age: 1), forKey: "ada") }
+            try body(path, try SQLiteConnection(path: path + "/.archive-sync/manifest.sqlite"))
         }
     }
 
