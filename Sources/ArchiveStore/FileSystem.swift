@@ -29,10 +29,15 @@ struct FileStamp: Equatable, Sendable {
     var inode: UInt64
 }
 
+extension timespec {
+    /// Nanoseconds since 1970.
+    var nanoseconds: Int64 { Int64(tv_sec) * 1_000_000_000 + Int64(tv_nsec) }
+}
+
 extension FileStamp {
     init(_ info: stat) {
         size = Int64(info.st_size)
-        mtimeNanoseconds = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+        mtimeNanoseconds = info.st_mtim.nanoseconds
         inode = UInt64(info.st_ino)
     }
 }
@@ -112,10 +117,7 @@ enum FileSystem {
     static func directoryStamp(_ fd: Int32, path: @autoclosure () -> String) throws -> DirectoryStamp {
         var info = stat()
         try check("fstat", path()) { fstat(fd, &info) }
-        return DirectoryStamp(
-            inode: UInt64(info.st_ino),
-            mtimeNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
-            ctimeNanoseconds: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
+        return DirectoryStamp(inode: UInt64(info.st_ino), mtimeNanoseconds: info.st_mtim.nanoseconds, ctimeNanoseconds: info.st_ctim.nanoseconds)
     }
 
     /// Creates a directory if it does not exist. The corresponding C function is `mkdirat`.

@@ -321,7 +321,7 @@ final class Manifest: Sendable {
     static func now() -> Int64 {
         var time = timespec()
         clock_gettime(CLOCK_REALTIME, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+        return time.nanoseconds
     }
 }
 

@@ -412,16 +412,12 @@ extension ArchiveStore {
         defer { directory.close() }
         let looks = try parallelMap(files.count) { [files, stamps] index -> Look in
             guard let status = try Self.status(files, index, in: directory) else { return .gone }
-            switch status.kind {
-            case .regular: return status.stamp == stamps[index] ? .unchanged : .changed
-            case .directory: return .directory
-            case .symlink: return .symlink
-            case .other: return .other
-            }
+            guard status.kind == .regular else { return .notRegular(status.kind) }
+            return status.stamp == stamps[index] ? .unchanged : .changed
         }
         var found: [(index: Int, look: Look)] = []
         for (index, look) in looks.enumerated() {
-            if look == .unchanged { report.unchanged += 1 } else { found.append((index, look)) }
+            if case .unchanged = look { report.unchanged += 1 } else { found.append((index, look)) }
         }
         guard !found.isEmpty else { return }
         // The few that changed: their keys (a long file name is hashed, so ask the manifest).
@@ -429,7 +425,7 @@ extension ArchiveStore {
             for (index, look) in found {
                 let file = files.name(index)
                 guard let key = try tx.object(holding: file, in: collection)?.id.key else { continue }  // its row went meanwhile
-                if let kind = look.notRegular {
+                if case .notRegular(let kind) = look {
                     report.ignored.append(IgnoredEntry(path: directoryName + "/" + file, reason: Self.reason(notRegular: kind)))
                 }
                 candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: key))
@@ -438,17 +434,9 @@ extension ArchiveStore {
     }
 
     /// What ``examineUnchanged(_:of:into:report:)`` found at a row's file.
-    private enum Look: UInt8 {
-        case unchanged, changed, gone, directory, symlink, other
-
-        var notRegular: FileStatus.Kind? {
-            switch self {
-            case .directory: .directory
-            case .symlink: .symlink
-            case .other: .other
-            case .unchanged, .changed, .gone: nil
-            }
-        }
+    private enum Look {
+        case unchanged, changed, gone
+        case notRegular(FileStatus.Kind)
     }
 
     /// Stats the file at `index` of `files` in `directory`; nil when there is none.
