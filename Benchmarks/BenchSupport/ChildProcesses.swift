@@ -106,6 +106,13 @@ public func findOnPath(_ name: String) -> String? {
     return nil
 }
 
+/// Whether this `rsync` has `--fsync` (rsync 3.2.4 and later): each file it writes flushed
+/// to disk, the durability reference the benchmarks print beside plain `rsync -a`.
+public func rsyncHasFsync(_ rsync: String) -> Bool {
+    guard let help = try? runCapturing(rsync, ["--help"]) else { return false }
+    return help.output.contains("--fsync")
+}
+
 // MARK: - Watchers
 
 /// Starts `archive-sync watch STORE` in the background; the caller terminates it.
