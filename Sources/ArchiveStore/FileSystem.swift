@@ -253,8 +253,19 @@ enum FileSystem {
         try check("syncfs", path()) { archive_syncfs(fd) }
     }
 
+    /// Refuses a name with a `/` in it before a call that changes `directory`: the names these
+    /// calls take are one entry of it, and some come from the manifest, where a damaged record
+    /// must not reach a file elsewhere.
+    private static func checkEntryName(_ name: String, _ call: String, path: () -> String) throws {
+        if name.utf8.contains(UInt8(ascii: "/")) {
+            throw ArchiveError.invalidInput("refusing to \(call) \(path()): '\(name)' is not one name in its directory")
+        }
+    }
+
     /// Atomically replaces `to` with `from`, both in `directory`. The corresponding C function is `renameat`.
     static func rename(_ from: String, to: String, in directory: Int32, path: @autoclosure () -> String) throws {
+        try checkEntryName(from, "rename", path: path)
+        try checkEntryName(to, "rename", path: path)
         try check("rename", path()) { renameat(directory, from, directory, to) }
     }
 
@@ -263,6 +274,8 @@ enum FileSystem {
     /// a rename.
     /// - Returns: false, renaming nothing, when `to` exists.
     static func renameIfAbsent(_ from: String, to: String, in directory: Int32, path: @autoclosure () -> String) throws -> Bool {
+        try checkEntryName(from, "rename", path: path)
+        try checkEntryName(to, "rename", path: path)
         if archive_rename_noreplace(directory, from, to) == 0 { return true }
         let code = errno
         if code == EEXIST { return false }
@@ -276,6 +289,7 @@ enum FileSystem {
     /// - Returns: true when this call removed the file.
     @discardableResult
     static func removeFile(_ name: String, in directory: Int32, path: @autoclosure () -> String) throws -> Bool {
+        try checkEntryName(name, "remove", path: path)
         if unlinkat(directory, name, 0) == 0 { return true }
         let code = errno
         if code == ENOENT { return false }

@@ -52,10 +52,24 @@ struct WriteIntent: Sendable {
 
     var id: Int64
     var owner: ProcessIdentity
-    var entries: [Entry]
+    /// nil when the recorded entries cannot be read, or name something no write of the store
+    /// makes (an invalid id, a file that is not the key's, a temp name that is not one): a
+    /// damaged manifest's record, which recovery must not follow by name.
+    var entries: [Entry]?
 }
 
 extension WriteIntent.Entry {
+    /// Whether this entry names only what a write of the store makes: a valid id, the key's
+    /// own file name (or "" for a delete) and a temp file name, each one name in the
+    /// collection's directory.
+    var isWellFormed: Bool {
+        guard ObjectID.problem(with: collection, isCollection: true) == nil, ObjectID.problem(with: key, isCollection: false) == nil
+        else { return false }
+        if file.contains("/") || (!file.isEmpty && FileName.split(file).stem != FileName.encode(key)) { return false }
+        if let temp, !temp.hasPrefix(FileName.tempPrefix) || temp.contains("/") { return false }
+        return true
+    }
+
     /// `entries` as the JSON that `JSONEncoder` makes of them (nil fields left out), written
     /// directly: a sync records an intent of 1,000 entries per page, and `JSONEncoder` took 6%
     /// of a first sync's time doing it. Read back with `JSONDecoder`.
@@ -678,12 +692,16 @@ final class ManifestTransaction {
         try db.run("DELETE FROM intents WHERE id = ?", [.integer(id)])
     }
 
-    /// Every intent still recorded.
+    /// Every intent still recorded; one whose entries cannot be read, or are not well formed,
+    /// has nil entries.
     func intents() throws -> [WriteIntent] {
         var intents: [WriteIntent] = []
         try db.query("SELECT id, pid, start, entries FROM intents") { row in
-            let entries = (try? JSONDecoder().decode([WriteIntent.Entry].self, from: Data(row.text(3).utf8))) ?? []
-            intents.append(WriteIntent(id: row.int(0), owner: ProcessIdentity(pid: Int32(row.int(1)), startTime: row.int(2)), entries: entries))
+            let entries = (try? JSONDecoder().decode([WriteIntent.Entry].self, from: Data(row.text(3).utf8)))
+            intents.append(
+                WriteIntent(
+                    id: row.int(0), owner: ProcessIdentity(pid: Int32(row.int(1)), startTime: row.int(2)),
+                    entries: entries.flatMap { $0.allSatisfy(\.isWellFormed) ? $0 : nil }))
         }
         return intents
     }

@@ -98,7 +98,7 @@ extension ArchiveStore {
                 return result
             } catch {
                 // Undo what can be undone now rather than waiting for this process to die.
-                try? reconcile(WriteIntent(id: intent, owner: .current, entries: plan.entries))
+                try? reconcile(intent, plan.entries)
                 throw error
             }
         } catch {
@@ -294,8 +294,21 @@ extension ArchiveStore {
     func recoverInterruptedWrites() throws {
         do {
             let intents = try manifest.read { try $0.intents() }
+            var unreadable: [Int64] = []
             for intent in intents where !intent.owner.isRunning {
-                try reconcile(intent)
+                if let entries = intent.entries {
+                    try reconcile(intent.id, entries)
+                } else {
+                    unreadable.append(intent.id)
+                }
+            }
+            guard !unreadable.isEmpty else { return }
+            // Which objects those writes touched cannot be known: a scan records whatever they
+            // left on disk and removes their temp files (it knows their owners are dead). Only
+            // then do the records go, so that a crash meanwhile leaves them for the next open.
+            _ = try scan()
+            try manifest.write { tx in
+                for id in unreadable { try tx.removeIntent(id) }
             }
         } catch {
             throw ArchiveError.wrap(error)
@@ -308,9 +321,9 @@ extension ArchiveStore {
     /// write (removes a file the object had under another codec, flushes the directory,
     /// records the version with its schema). Otherwise the write never landed: the object's
     /// recorded file (or, for an object with no row, the target) is checked as a scan would.
-    private func reconcile(_ intent: WriteIntent) throws {
+    private func reconcile(_ intent: Int64, _ entries: [WriteIntent.Entry]) throws {
         try manifest.write { tx in
-            for entry in intent.entries {
+            for entry in entries {
                 let id = ObjectID(unchecked: entry.collection, key: entry.key)
                 let current = try tx.object(id)
                 let name = FileName.encode(entry.collection)
@@ -339,7 +352,7 @@ extension ArchiveStore {
                     try reconcileFile(entry.file, of: id, in: directory.fd, tx: tx)
                 }
             }
-            try tx.removeIntent(intent.id)
+            try tx.removeIntent(intent)
         }
     }
 

@@ -66,6 +66,76 @@ import Testing
         }
     }
 
+    /// A dead process's intent whose entries cannot be read names no objects to reconcile:
+    /// opening scans instead, which records what the write left on disk and removes its temp
+    /// file. The intent is not just dropped, leaving the landed file unrecorded.
+    @Test func anUnreadableIntentIsRecoveredByAScan() throws {
+        try withTemporaryDirectory { dir throws in
+            let path = dir + "/store"
+            let new = Person(name: "new", age: 2)
+            let dead = deadProcessID()
+            let temp = path + "/Person/\(FileName.tempPrefix)\(dead).1.1"
+            do {
+                try ArchiveStore(directory: path).save(Person(name: "old", age: 1), forKey: "x")
+                try overwrite(path + "/Person/x.json", with: try ArchiveCodec.json.encode(new))  // its rename landed
+                try overwrite(temp, with: Data("half".utf8))  // and another of its temp files was left
+                let db = try SQLiteConnection(path: path + "/.archive-sync/manifest.sqlite")
+                try db.run("INSERT INTO intents(pid, start, entries) VALUES(?, 1, '[{\"collection\": 7')", [.integer(Int64(dead))])
+            }
+            let store = try ArchiveStore(directory: path)
+            #expect(try store.history(of: Person.self, forKey: "x").map(\.version) == [1, 2])
+            #expect(try store.load(Person.self, forKey: "x") == new)
+            #expect(!entryExists(temp))
+            #expect(try store.manifest.read { try $0.intents() }.isEmpty)
+            #expect(try store.verify().isClean)
+        }
+    }
+
+    /// An intent that names a file outside its collection's directory (a damaged or edited
+    /// manifest) is not followed: recovery removes nothing there, and the store still opens.
+    @Test func anIntentNamingAFileElsewhereIsNotFollowed() throws {
+        try withTemporaryDirectory { dir throws in
+            let path = dir + "/store"
+            let outside = dir + "/outside.json"
+            try overwrite(outside, with: Data("keep me".utf8))
+            do {
+                let store = try ArchiveStore(directory: path)
+                try store.save(Person(name: "a", age: 1), forKey: "x")
+                let dead = ProcessIdentity(pid: deadProcessID(), startTime: 1)
+                for entry in [
+                    WriteIntent.Entry(collection: "Person", key: "x", file: "x.json", temp: "../../outside.json", hash: nil),
+                    WriteIntent.Entry(collection: "Person", key: "x", file: "../../outside.json", temp: nil, hash: nil),
+                ] {
+                    _ = try store.manifest.write { try $0.addIntent([entry], owner: dead) }
+                }
+            }
+            let store = try ArchiveStore(directory: path)
+            #expect(try contents(of: outside) == Data("keep me".utf8))
+            #expect(try store.load(Person.self, forKey: "x") == Person(name: "a", age: 1))
+            #expect(try store.manifest.read { try $0.intents() }.isEmpty)
+        }
+    }
+
+    /// A manifest row whose file name leads out of the collection's directory is refused with
+    /// an error naming it when the object is removed; the file it names stays.
+    @Test func aRowNamingAFileElsewhereIsNotRemoved() throws {
+        try withTemporaryDirectory { dir throws in
+            let path = dir + "/store"
+            let outside = dir + "/outside.json"
+            try overwrite(outside, with: Data("keep me".utf8))
+            let store = try ArchiveStore(directory: path)
+            try store.save(Person(name: "a", age: 1), forKey: "x")
+            let db = try SQLiteConnection(path: path + "/.archive-sync/manifest.sqlite")
+            try db.run("UPDATE objects SET file = '../../outside.json' WHERE key = 'x'")
+            guard case .invalidInput(let message)? = archiveError({ try store.remove(Person.self, forKey: "x") }) else {
+                Issue.record("removing must refuse the row's file name")
+                return
+            }
+            #expect(message.contains("../../outside.json"), "\(message)")
+            #expect(try contents(of: outside) == Data("keep me".utf8))
+        }
+    }
+
     /// A FIFO where an object's file should be is refused at once; it never blocks the store.
     @Test func aFIFOInPlaceOfAnObjectIsRefusedNotWaitedOn() throws {
         try withStore { store, path throws in
