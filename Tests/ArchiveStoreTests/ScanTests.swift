@@ -190,20 +190,26 @@ struct ScanTests {
         }
     }
 
+    /// Waits until what was just written is older than the racy window (without holding a
+    /// thread of the test runner's), so that a directory's stamp can be trusted.
+    private func waitOutTheRacyWindow() async throws {
+        try await Task.sleep(for: .nanoseconds(Manifest.racyWindow) + .milliseconds(200))
+    }
+
     /// Waits until what was just written to the store is older than the racy window, scans
     /// (listing the directory, which records its stamp) and checks that the next scan trusts it.
-    private func settle(_ store: ArchiveStore) throws {
-        Thread.sleep(forTimeInterval: Double(Manifest.racyWindow) / 1e9 + 0.2)
+    private func settle(_ store: ArchiveStore) async throws {
+        try await waitOutTheRacyWindow()
         #expect(try store.scan().listedDirectories == 1)
         #expect(try store.scan().listedDirectories == 0)
     }
 
-    @Test func anUnchangedDirectoryIsNotListedButItsFilesAreStillLookedAt() throws {
-        try withStore { store, path throws in
+    @Test func anUnchangedDirectoryIsNotListedButItsFilesAreStillLookedAt() async throws {
+        try await withStore { store, path in
             for (index, key) in ["ada", "bob", "cy"].enumerated() { try store.save(Person(name: key, age: index), forKey: key) }
             // Just written: the directory's stamp is too new to be trusted.
             #expect(try store.scan().listedDirectories == 1)
-            try settle(store)
+            try await settle(store)
 
             // An edit in place does not change the directory: found by its file's stamp alone.
             let file = path + "/Person/ada.json"
@@ -228,10 +234,10 @@ struct ScanTests {
 
     /// `rsync -a` or `touch -d` can set a directory's mtime back after adding to it; its ctime
     /// still moves, and the new file is found.
-    @Test func aDirectoryWhoseMtimeIsSetBackIsListedAgain() throws {
-        try withStore { store, path throws in
+    @Test func aDirectoryWhoseMtimeIsSetBackIsListedAgain() async throws {
+        try await withStore { store, path in
             try store.save(Person(name: "ada", age: 1), forKey: "ada")
-            try settle(store)
+            try await settle(store)
             let directory = path + "/Person"
             let mtime = try modificationTime(of: directory)
             try overwrite(directory + "/dan.json", with: json(Person(name: "dan", age: 4)))
@@ -245,11 +251,11 @@ struct ScanTests {
 
     /// A directory with an entry that is not an object is listed by every scan, so that every
     /// report names the entry (and a dot file that stays is never trusted to stay put).
-    @Test func aDirectoryWithAnEntryThatIsNotAnObjectIsListedByEveryScan() throws {
-        try withStore { store, path throws in
+    @Test func aDirectoryWithAnEntryThatIsNotAnObjectIsListedByEveryScan() async throws {
+        try await withStore { store, path in
             try store.save(Person(name: "ada", age: 1), forKey: "ada")
             try FileManager.default.createDirectory(atPath: path + "/Person/drafts", withIntermediateDirectories: false)
-            Thread.sleep(forTimeInterval: Double(Manifest.racyWindow) / 1e9 + 0.2)
+            try await waitOutTheRacyWindow()
             for _ in 0..<3 {
                 let report = try store.scan()
                 #expect(report.listedDirectories == 1)
@@ -257,7 +263,7 @@ struct ScanTests {
             }
             try FileManager.default.removeItem(atPath: path + "/Person/drafts")
             try overwrite(path + "/Person/.notes", with: Data("the user's".utf8))
-            Thread.sleep(forTimeInterval: Double(Manifest.racyWindow) / 1e9 + 0.2)
+            try await waitOutTheRacyWindow()
             #expect(try store.scan().listedDirectories == 1)
             #expect(try store.scan().listedDirectories == 1)
         }

@@ -34,6 +34,17 @@ func withStore<T>(_ options: ArchiveStore.Options = .init(), _ body: (ArchiveSto
     }
 }
 
+/// The async form of ``withStore(_:_:)``, for a test that waits: `Task.sleep` gives its thread
+/// back to the other tests, where `Thread.sleep` would hold one of the few the test runner has.
+func withStore<T>(_ options: ArchiveStore.Options = .init(), _ body: (ArchiveStore, String) async throws -> T) async throws -> T {
+    try await withTemporaryDirectory { dir in
+        let path = dir + "/store"
+        let store = try ArchiveStore(directory: path, options: options)
+        defer { withExtendedLifetime(store) {} }
+        return try await body(store, path)
+    }
+}
+
 private func makeTemporaryDirectory() throws -> String {
     var template = Array((NSTemporaryDirectory() + "/archive-store-tests.XXXXXX").utf8CString)
     guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
