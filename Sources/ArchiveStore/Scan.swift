@@ -78,7 +78,9 @@ extension ArchiveStore {
             var unseen = Set(known.map(ExactName.init))
             let stamps = try manifest.read { try $0.directoryStamps() }
             var listed: [(name: String, stamp: DirectoryStamp?, stampedAt: Int64)] = []
+            var present: Set<ExactName> = []
             for entry in try FileSystem.listDirectory(root, path: path) where !FileName.isReserved(entry.name) {
+                present.insert(ExactName(entry.name))
                 let recorded = stamps[ExactName(entry.name)]
                 guard let listing = try listCollection(entry.name, type: entry.type, unlessUnchangedSince: recorded) else { continue }  // gone since listed
                 report.removedTempFiles += listing.removedTempFiles
@@ -114,6 +116,8 @@ extension ArchiveStore {
                     let settled = stamp.map { stampedAt - max($0.mtimeNanoseconds, $0.ctimeNanoseconds) >= Manifest.racyWindow } ?? false
                     try tx.setDirectoryStamp(name, settled && !unclean.contains(ExactName(name)) ? stamp : nil)
                 }
+                // A directory removed since: its stamp would never match again, so it goes.
+                for name in stamps.keys where !present.contains(name) { try tx.setDirectoryStamp(name.string, nil) }
             }
             return report
         } catch {

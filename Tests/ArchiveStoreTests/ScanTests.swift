@@ -232,6 +232,19 @@ struct ScanTests {
         }
     }
 
+    /// A collection directory removed is recorded as its objects' deletes, and its stamp is
+    /// dropped rather than kept for a directory that can never match it again.
+    @Test func aRemovedDirectoryLeavesNoStampBehind() async throws {
+        try await withStore { store, path in
+            try store.save(Person(name: "ada", age: 1), forKey: "ada")
+            try await settle(store)
+            #expect(try store.manifest.read { try $0.directoryStamps() }.keys.map(\.string) == ["Person"])
+            try FileManager.default.removeItem(atPath: path + "/Person")
+            #expect(try store.scan().changes.map { "\($0.kind) \($0.id.key)" } == ["deleted ada"])
+            #expect(try store.manifest.read { try $0.directoryStamps() }.isEmpty)
+        }
+    }
+
     /// `rsync -a` or `touch -d` can set a directory's mtime back after adding to it; its ctime
     /// still moves, and the new file is found.
     @Test func aDirectoryWhoseMtimeIsSetBackIsListedAgain() async throws {
