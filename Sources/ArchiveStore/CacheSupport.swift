@@ -94,9 +94,7 @@ extension ArchiveStore {
     /// table: checked with a read, created under the write lock.
     package func prepareCacheTable() throws {
         try withManifest { manifest in
-            let present = try manifest.read { tx in
-                try tx.db.first("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cache_entries'", [], { _ in true }) ?? false
-            }
+            let present = try manifest.read { try $0.db.hasTable("cache_entries") }
             if !present { try manifest.write { tx in try tx.db.execute(Self.cacheSchema) } }
         }
     }

@@ -234,9 +234,7 @@ final class Manifest: Sendable {
         let db = try SQLiteConnection(path: path)
         try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
         func settings() throws -> (replica: String, limit: Int, format: Int)? {
-            guard try db.first("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'", [], { _ in true }) != nil,
-                let text = try db.meta("format")
-            else { return nil }
+            guard try db.hasTable("meta"), let text = try db.meta("format") else { return nil }
             guard let format = Int(text), (1...Self.formatVersion).contains(format) else {
                 throw ArchiveError.notAStore(
                     path: path, reason: "its manifest has format \(text); this program reads formats 1 to \(Self.formatVersion)")
@@ -250,17 +248,13 @@ final class Manifest: Sendable {
         // Stores made before the change stream lack the columns that tell other processes
         // what kind of change a row is and who made it; adding them is instant. Stores made
         // before a table was added lack it: `schema` creates whatever is missing.
-        var tables: Set<String> = []
-        try db.query("SELECT name FROM sqlite_master WHERE type = 'table'") { tables.insert($0.text(0)) }
-        let needsColumns =
-            try !Self.tableNames.isSubset(of: tables)
-            || db.first("SELECT 1 FROM pragma_table_info('objects') WHERE name = 'origin'", [], { _ in true }) == nil
+        let needsColumns = try !Self.tableNames.allSatisfy(db.hasTable) || !db.hasColumn("origin", in: "objects")
         var current = try settings()
         if current == nil || needsColumns || current!.format < Self.formatVersion || (requestedLimit != nil && requestedLimit != current?.limit) {
             try db.execute("BEGIN IMMEDIATE")
             do {
                 try db.execute(Self.schema)
-                if try db.first("SELECT 1 FROM pragma_table_info('objects') WHERE name = 'origin'", [], { _ in true }) == nil {
+                if try !db.hasColumn("origin", in: "objects") {
                     try db.execute("ALTER TABLE objects ADD COLUMN kind TEXT; ALTER TABLE objects ADD COLUMN origin TEXT;")
                 }
                 if let format = try settings()?.format, format < Self.formatVersion {
@@ -288,10 +282,10 @@ final class Manifest: Sendable {
     /// Format 1 to 2: each history row takes its version's bytes from the `blobs` table,
     /// which goes. One transaction with the rest of the open: all or nothing.
     private static func migrateHistory(_ db: SQLiteConnection) throws {
-        if try db.first("SELECT 1 FROM pragma_table_info('history') WHERE name = 'data'", [], { _ in true }) == nil {
+        if try !db.hasColumn("data", in: "history") {
             try db.execute("ALTER TABLE history ADD COLUMN data BLOB")
         }
-        if try db.first("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blobs'", [], { _ in true }) != nil {
+        if try db.hasTable("blobs") {
             try db.execute(
                 "UPDATE history SET data = (SELECT data FROM blobs WHERE blobs.hash = history.hash) WHERE hash IS NOT NULL; DROP TABLE blobs;")
         }

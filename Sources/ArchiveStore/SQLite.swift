@@ -101,6 +101,16 @@ final class SQLiteConnection {
         return result
     }
 
+    /// Whether the database has a table of this name.
+    func hasTable(_ name: String) throws -> Bool {
+        try first("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(name)]) { _ in true } != nil
+    }
+
+    /// Whether `table` has a column of this name.
+    func hasColumn(_ column: String, in table: String) throws -> Bool {
+        try first("SELECT 1 FROM pragma_table_info(?) WHERE name = ?", [.text(table), .text(column)]) { _ in true } != nil
+    }
+
     private func prepared(_ sql: String) throws -> OpaquePointer {
         if let statement = statements[sql] { return statement }
         var statement: OpaquePointer?
