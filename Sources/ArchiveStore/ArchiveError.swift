@@ -1,6 +1,6 @@
 /// Everything the store reports as a failure. Each case names what was wrong and, where it
 /// helps, what to do next; ``description`` is one sentence fit for a user.
-public enum ArchiveError: Error, Sendable, Equatable, CustomStringConvertible {
+public enum ArchiveError: ExitStatusError, Sendable, Equatable {
     /// A key was refused; nothing was read or written.
     case invalidKey(String, reason: String)
     /// A collection name was refused; nothing was read or written.
@@ -33,6 +33,10 @@ public enum ArchiveError: Error, Sendable, Equatable, CustomStringConvertible {
     case manifest(String)
     /// Another watcher holds the store's watch lease (one watcher per store).
     case alreadyWatched(path: String, pid: Int32?)
+    /// Another process holds what this call needs, such as the store's sync lock; try again later.
+    case busy(String)
+    /// A FIFO, device or socket was found where the store expects a regular file; it was not read.
+    case notRegularFile(path: String, kind: String)
 
     public var description: String {
         switch self {
@@ -71,6 +75,10 @@ public enum ArchiveError: Error, Sendable, Equatable, CustomStringConvertible {
         case .alreadyWatched(let path, let pid):
             let holder = pid.map { "process \($0)" } ?? "another process"
             return "\(path) is already watched by \(holder); a store has one watcher at a time (stop that one first, or use its change stream)"
+        case .busy(let message):
+            return message
+        case .notRegularFile(let path, let kind):
+            return "\(path) is \(kind), not a regular file; the store reads only regular files"
         }
     }
 
@@ -82,6 +90,14 @@ public enum ArchiveError: Error, Sendable, Equatable, CustomStringConvertible {
             return true
         default:
             return false
+        }
+    }
+
+    /// The exit status a command ends with: 2 for bad input, 3 when the store is busy, 1 otherwise.
+    public var exitStatus: Int32 {
+        switch self {
+        case .busy, .alreadyWatched: return ExitStatus.busy
+        default: return isBadInput ? ExitStatus.badInput : ExitStatus.failure
         }
     }
 

@@ -72,7 +72,7 @@ public final class ArchiveStore: Sendable {
         var opened: Int32 = -1
         do {
             if options.create {
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                try FileSystem.makeDirectories(directory)
             }
             let rootHandle: FileHandle
             do {
@@ -110,6 +110,9 @@ public final class ArchiveStore: Sendable {
     deinit { close(root) }
 
     // MARK: - Typed API
+
+    /// What a file of this `st_mode` is, for a message: "a directory", "a FIFO", "a socket"...
+    package static func fileKindName(_ mode: mode_t) -> String { FileSystem.kindName(mode) }
 
     /// The directory at the root of every store that holds its manifest: `.archive-sync`.
     package static var metadataDirectoryName: String { FileName.metadataDirectory }

@@ -109,8 +109,79 @@ enum FileSystem {
     static func openDirectory(_ name: String, in parent: Int32 = AT_FDCWD, path: String, followSymlink: Bool = false) throws -> FileHandle {
         var flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC
         if !followSymlink { flags |= O_NOFOLLOW }
-        let fd = try check("open", path) { openat(parent, name, flags) }
+        let fd = openat(parent, name, flags)
+        guard fd >= 0 else {
+            let code = errno
+            // O_NOFOLLOW | O_DIRECTORY on a symlink fails with ENOTDIR: say it is a symlink.
+            if code == ENOTDIR, !followSymlink, kind(of: name, in: parent) == S_IFLNK {
+                throw SystemCallError(call: "open", path: path, errno: ELOOP)
+            }
+            if code == EINTR { return try openDirectory(name, in: parent, path: path, followSymlink: followSymlink) }
+            throw SystemCallError(call: "open", path: path, errno: code)
+        }
         return FileHandle(fd: fd, path: path)
+    }
+
+    /// The `S_IFMT` bits of an entry, without following a symlink; nil when it cannot be read.
+    /// The corresponding C function is `fstatat` with `AT_SYMLINK_NOFOLLOW`.
+    static func kind(of name: String, in parent: Int32) -> mode_t? {
+        var info = stat()
+        guard fstatat(parent, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+        return info.st_mode & S_IFMT
+    }
+
+    /// What a file of this mode is, for an error message: "a directory", "a FIFO", ...
+    static func kindName(_ mode: mode_t) -> String {
+        switch mode & S_IFMT {
+        case S_IFREG: return "a regular file"
+        case S_IFDIR: return "a directory"
+        case S_IFLNK: return "a symlink"
+        case S_IFIFO: return "a FIFO"
+        case S_IFSOCK: return "a socket"
+        case S_IFCHR: return "a character device"
+        case S_IFBLK: return "a block device"
+        default: return "not a file"
+        }
+    }
+
+    /// Why opening `relativePath` below `directory` failed, naming the component at fault:
+    /// `openat2` says ELOOP (or ENOTDIR) for a symlink anywhere on the way, and a message that
+    /// blamed the last name would send the user to the wrong place.
+    static func explainOpenFailure(_ relativePath: String, in directory: Int32, path: String, errno code: Int32) -> any Error {
+        guard code == ELOOP || code == ENOTDIR, path.hasSuffix(relativePath) else {
+            return SystemCallError(call: "open", path: path, errno: code)
+        }
+        let base = path.dropLast(relativePath.count)
+        let components = relativePath.split(separator: "/", omittingEmptySubsequences: true)
+        for end in components.indices {
+            let prefix = components[...end].joined(separator: "/")
+            switch kind(of: prefix, in: directory) {
+            case S_IFLNK?: return SystemCallError(call: "open", path: base + prefix, errno: ELOOP)
+            case let mode? where mode != S_IFDIR && end != components.indices.last:
+                return SystemCallError(call: "open", path: base + prefix, errno: ENOTDIR)
+            default: continue
+            }
+        }
+        return SystemCallError(call: "open", path: path, errno: code)
+    }
+
+    /// Creates `path` and any missing parents, as `mkdir -p` does; an existing entry is left
+    /// for the caller to open (and refuse, if it is not a directory).
+    /// The corresponding C function is `mkdir`.
+    static func makeDirectories(_ path: String) throws {
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            prefix += component
+            if mkdir(prefix, 0o755) != 0 {
+                let code = errno
+                // EEXIST: already there; EACCES/EROFS on an existing parent (such as `/`): go on,
+                // and let the next component's mkdir, or the open, report what is really wrong.
+                if code != EEXIST && !((code == EACCES || code == EROFS) && kind(of: prefix, in: AT_FDCWD) == S_IFDIR) {
+                    throw SystemCallError(call: "mkdir", path: prefix, errno: code)
+                }
+            }
+            prefix += "/"
+        }
     }
 
     /// The stamp of an open directory. The corresponding C function is `fstat`.
@@ -166,13 +237,13 @@ enum FileSystem {
         if fd < 0 {
             let code = errno
             if code == ENOENT { return nil }
-            throw SystemCallError(call: "open", path: path(), errno: code)
+            throw explainOpenFailure(relativePath, in: directory, path: path(), errno: code)
         }
         defer { _ = Glibc.close(fd) }
         var info = stat()
         try check("fstat", path()) { fstat(fd, &info) }
         guard info.st_mode & S_IFMT == S_IFREG else {
-            throw SystemCallError(call: "open", path: path(), errno: EISDIR)
+            throw ArchiveError.notRegularFile(path: path(), kind: kindName(info.st_mode))
         }
         return try readToEnd(fd, size: Int(info.st_size), path: path())
     }

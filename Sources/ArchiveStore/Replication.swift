@@ -282,7 +282,7 @@ extension ArchiveStore {
                 continue
             }
             close(fd)
-            if code == EWOULDBLOCK { throw ArchiveError.invalidInput("another sync of \(path) is running; try again when it has finished") }
+            if code == EWOULDBLOCK { throw ArchiveError.busy("another sync of \(path) is running; try again when it has finished") }
             throw ArchiveError.wrap(SystemCallError(call: "flock", path: path + "/" + name, errno: code))
         }
         return StoreLock(fd: fd)

@@ -96,7 +96,10 @@ public struct SyncReport: Sendable, Codable, Equatable {
 }
 
 /// Why a sync stopped before changing anything.
-public enum SyncError: Error, Sendable, Equatable, CustomStringConvertible {
+public enum SyncError: ExitStatusError, Sendable, Equatable {
+    /// A sync that stopped is a failure (exit status 1), never bad usage.
+    public var exitStatus: Int32 { ExitStatus.failure }
+
     /// The sync would delete more than half of a side's objects (run again with --force).
     case tooManyDeletes(store: String, deletes: Int, objects: Int)
     /// Both stores have one replica id: they are one store, or one is a file copy of the other.

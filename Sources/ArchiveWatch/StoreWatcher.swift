@@ -9,7 +9,10 @@ import Synchronization
 #endif
 
 /// Why a watcher could not start, or stopped on its own.
-public enum WatchError: Error, Sendable, Equatable, CustomStringConvertible {
+public enum WatchError: ExitStatusError, Sendable, Equatable {
+    /// A watcher that could not start or stopped on its own is a failure (exit status 1).
+    public var exitStatus: Int32 { ExitStatus.failure }
+
     /// The store's directory (or one it needed) was deleted or moved away while watched.
     case storeRemoved(path: String)
     /// The kernel's limit on inotify watches for this user is reached.

@@ -15,15 +15,18 @@ struct ArchiveSyncCommand: ParsableCommand {
             and a manifest under STORE/.archive-sync/ that versions every object. Objects are
             named COLLECTION/KEY, such as Person/person1.
 
-            Exit status: 0 on success, 1 when a check finds a problem (or the system fails),
-            2 for bad usage or bad input. Errors go to stderr in one sentence.
+            Exit status: 0 on success, 1 when a check finds a problem (or the system fails), 2 for bad usage or bad input, 3 when another process holds what the command needs (a running sync of the same store, the watch lease) and it can be run again later. Errors go to stderr in one sentence. `archive-sync --version` prints the version.
             """,
-        version: "0.1.0",
         subcommands: [
             Init.self, Put.self, Get.self, List.self, Remove.self, History.self, Restore.self, Scan.self, Verify.self, Status.self, Watch.self,
             Diff.self, SyncCommand.self, Conflicts.self, Serve.self, Dump.self, Import.self,
         ]
     )
+
+    /// The version `archive-sync --version` prints. Neither the configuration's `version:` nor a
+    /// flag of this command: ArgumentParser offers both to every subcommand, where they clash
+    /// with `get --version N`.
+    static let programVersion = "0.1.0"
 
     /// Runs the command and maps every failure to the documented exit status.
     static func main() {
@@ -33,35 +36,64 @@ struct ArchiveSyncCommand: ParsableCommand {
         archive_limit_heap_arenas(2)
         let status: Int32
         do {
+            let arguments = Array(CommandLine.arguments.dropFirst())
+            if arguments == ["--version"] {
+                print(programVersion)
+                Foundation.exit(ExitStatus.success)
+            }
+            try refuseUnknownSubcommand(arguments)
             var command = try parseAsRoot()
             try command.run()
-            status = 0
-        } catch let error as ArchiveError {
+            status = ExitStatus.success
+        } catch let error as any ExitStatusError {
             printError(error.description)
-            status = error.isBadInput ? 2 : 1
-        } catch let error as WatchError {
-            printError(error.description)
-            status = 1
-        } catch let error as SyncError {
-            printError(error.description)
-            status = 1
-        } catch let error as WatchFailed {
-            printError(error.description)
-            status = 1
+            status = error.exitStatus
         } catch let code as ExitCode {
-            status = code.rawValue
+            status = code.rawValue  // the command printed its own report (verify, import)
         } catch {
+            // ArgumentParser's own outcomes: help prints to stdout with status 0, a usage error
+            // is bad usage (its EX_USAGE becomes our 2); anything else failed (1), never "bad input".
             let code = exitCode(for: error)
             if code == .success {
                 print(fullMessage(for: error))
-                status = 0
+                status = ExitStatus.success
             } else {
                 printError(message(for: error))
-                status = 2
+                status = code == .validationFailure ? ExitStatus.badInput : ExitStatus.failure
             }
         }
         Foundation.exit(status)
     }
+
+    /// ArgumentParser reads `archive-sync snyc a b` as "3 unexpected arguments", and prints the
+    /// top-level help for `help nothing` or `nothing --help` with status 0: name the unknown
+    /// command instead, with the nearest real one.
+    static func refuseUnknownSubcommand(_ arguments: [String]) throws {
+        guard var first = arguments.first, !first.hasPrefix("-") else { return }
+        let names = configuration.subcommands.map { $0._commandName } + ["help"]
+        if first == "help" {
+            guard let topic = arguments.dropFirst().first(where: { !$0.hasPrefix("-") }) else { return }
+            first = topic
+        }
+        guard !names.contains(first) else { return }
+        let nearest = names.map { ($0, editDistance($0, first)) }.min { $0.1 < $1.1 }
+        let suggestion = nearest.flatMap { $0.1 <= 2 ? "; did you mean '\($0.0)'?" : nil } ?? "; see 'archive-sync --help'"
+        throw ArchiveError.invalidInput("'\(first)' is not an archive-sync command\(suggestion)")
+    }
+}
+
+/// The Levenshtein distance between two short words, for "did you mean".
+func editDistance(_ a: String, _ b: String) -> Int {
+    let a = Array(a), b = Array(b)
+    var previous = Array(0...b.count)
+    for i in 1...max(a.count, 1) where !a.isEmpty {
+        var current = [i] + Array(repeating: 0, count: b.count)
+        for j in stride(from: 1, through: b.count, by: 1) {
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+        }
+        previous = current
+    }
+    return previous[b.count]
 }
 
 /// Writes one line to stderr, prefixed with the command's name.

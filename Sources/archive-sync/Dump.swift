@@ -30,11 +30,7 @@ struct Dump: ParsableCommand {
 
     func run() throws {
         let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: file))
-        } catch {
-            throw ArchiveError.invalidInput("cannot read \(file): \(KeyedImportPlan.reason(error))")
-        }
+        data = try readInputFile(file)
         let value: KeyedValue
         do {
             value = try KeyedArchive.decode(data)

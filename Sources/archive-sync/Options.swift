@@ -75,3 +75,22 @@ struct ProgressLine {
         FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
     }
 }
+
+/// Reads a regular file named on the command line, or refuses it in one sentence that says
+/// why: missing, unreadable, a directory, a FIFO (opened without blocking, never read).
+func readInputFile(_ path: String) throws -> Data {
+    func refuse(_ reason: String) -> ArchiveError { .invalidInput("cannot read \(path): \(reason)") }
+    let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+    guard fd >= 0 else { throw refuse(String(cString: strerror(errno)).lowercased()) }
+    let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+    var info = stat()
+    guard fstat(fd, &info) == 0 else { throw refuse(String(cString: strerror(errno)).lowercased()) }
+    guard info.st_mode & S_IFMT == S_IFREG else {
+        throw refuse("it is \(ArchiveStore.fileKindName(info.st_mode)), not a regular file")
+    }
+    do {
+        return try handle.readToEnd() ?? Data()
+    } catch {
+        throw refuse(KeyedImportPlan.reason(error))
+    }
+}

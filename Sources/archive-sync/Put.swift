@@ -30,10 +30,7 @@ struct Put: ParsableCommand {
         let objectID = try ObjectID(parsing: id)
         let data: Data
         if let file {
-            guard let contents = FileManager.default.contents(atPath: file) else {
-                throw ArchiveError.invalidInput("cannot read \(file)")
-            }
-            data = contents
+            data = try readInputFile(file)
         } else {
             if isatty(0) != 0 { throw ArchiveError.invalidInput("put reads the archive from stdin or --file, and stdin is a terminal") }
             data = FileHandle.standardInput.readDataToEndOfFile()

@@ -8,11 +8,11 @@ import Synchronization
 struct RemoteOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
-            "The command that runs a program on the far host, split on whitespace and followed by the host (default: ssh).",
+            "The command that runs a program on the far host, split on whitespace and followed by the host.",
             valueName: "command"))
     var rsh = "ssh"
 
-    @Option(help: ArgumentHelp("The archive-sync program on the far host (default: archive-sync on its PATH).", valueName: "path"))
+    @Option(help: ArgumentHelp("The archive-sync program on the far host, looked up on its PATH unless a path is given.", valueName: "path"))
     var remoteCmd = "archive-sync"
 }
 

@@ -130,7 +130,8 @@ private final class StopRequest: Sendable {
 }
 
 /// The watcher stopped on its own: printed as one line, exit status 1.
-struct WatchFailed: Error, CustomStringConvertible {
+struct WatchFailed: ExitStatusError {
     let message: String
+    var exitStatus: Int32 { ExitStatus.failure }
     var description: String { message }
 }
