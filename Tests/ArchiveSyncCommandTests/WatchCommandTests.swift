@@ -338,7 +338,7 @@ struct WatchCommandTests {
         #expect(row(text.output, startingWith: "watched")?.prefix(4) == ["watched", "by", "pid", "\(first.pid),"], "\(text)")
 
         let (second, elapsed) = try runToExit(["watch", store.path, "--json"])
-        expectFailure(second, status: 1, mentioning: [store.path, "already watched", "process \(first.pid)"])
+        expectFailure(second, status: 3, mentioning: [store.path, "already watched", "process \(first.pid)"])
         print("the second archive-sync watch was refused after \(elapsed)")
         #expect(elapsed < .seconds(5), "the refusal took \(elapsed)")
 
