@@ -31,9 +31,12 @@ let package = Package(
         .target(name: "CArchiveShims"),
         // A Mutex the thread sanitizer sees (TracedMutex.swift says why).
         .target(name: "ArchiveLocking", dependencies: ["CArchiveShims"]),
+        // The store's fast JSON decoder: JSONDecoder's values, or nil where it is not sure.
+        .target(name: "ArchiveJSON"),
         .target(
             name: "ArchiveStore",
             dependencies: [
+                "ArchiveJSON",
                 "CSQLite",
                 "CArchiveShims",
                 "ArchiveLocking",
@@ -139,7 +142,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ArchiveStoreTests",
-            dependencies: ["ArchiveStore", "ArchiveLocking"]
+            dependencies: ["ArchiveStore", "ArchiveJSON", "ArchiveLocking"]
         ),
         .executableTarget(
             name: "crash-writer",

@@ -1,3 +1,4 @@
+import ArchiveJSON
 import Foundation
 
 /// How a model becomes bytes on disk. The file extension names the codec, so any reader

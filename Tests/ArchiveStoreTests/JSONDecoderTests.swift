@@ -1,3 +1,4 @@
+import ArchiveJSON
 import Foundation
 import Testing
 
