@@ -199,6 +199,9 @@ package final class ReplicaServer {
             if let row, !row.isDeleted, let hash = object.hash, row.hash == hash, writer.bytes.count + row.size < Wire.maximumFrame - 4096 {
                 data = try replica.store.contents(of: row)
             }
+            // The manifest's size is only a claim: bytes that would not fit are sent as nil,
+            // which the client takes for an object that changed (the next sync looks again).
+            if let got = data?.count, writer.bytes.count + got >= Wire.maximumFrame - 4096 { data = nil }
             writer.bool(data != nil)
             if let data { writer.data(data) }
         }

@@ -293,7 +293,7 @@ package struct WireReader: Sendable {
     /// A count, size or sequence number: 0 through `limit`.
     package mutating func count(max limit: Int = Int(Int64.max / 2), _ what: String) throws -> Int {
         let value = try unsigned()
-        guard value <= UInt64(limit) else { throw WireError("a message gives \(value) as \(what), over the limit of \(limit)") }
+        guard value <= UInt64(max(0, limit)) else { throw WireError("a message gives \(value) as \(what), over the limit of \(limit)") }
         return Int(value)
     }
 

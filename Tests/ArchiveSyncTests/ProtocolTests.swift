@@ -127,6 +127,26 @@ extension RemoteSyncTests {
             }
         }
 
+        /// A far manifest that says 10 bytes for a 65 MiB object: serve sends no bytes for it
+        /// (it trapped, building a frame over the limit), and the rest of the sync completes.
+        @Test func aFarManifestUnderstatingAnObjectsSizeNeitherTrapsServeNorStopsTheSync() async throws {
+            try await withTemporaryDirectory { dir in
+                let a = try ArchiveStore(directory: dir + "/a")
+                let b = try ArchiveStore(directory: dir + "/b")
+                let big = Data("{\"v\":\"".utf8) + Data(repeating: UInt8(ascii: "x"), count: 65 << 20) + Data("\"}".utf8)
+                try b.put(big, as: ObjectID(collection: "Blob", key: "big"))
+                try b.put(Data("{\"v\":1}".utf8), as: ObjectID(collection: "Person", key: "small"))
+                let tamper = try await offPool {
+                    try Child("/usr/bin/sqlite3", [b.path + "/.archive-sync/manifest.sqlite", "UPDATE objects SET size = 10 WHERE key = 'big'"])
+                        .wait()
+                }
+                #expect(tamper.status == 0, "\(tamper)")
+                let report = try await offPool { try Sync(a: LocalReplica(a), b: try pipeReplica(b.path), options: SyncOptions()).runNow() }
+                #expect(report.copiedToA == 1 && report.skipped.map(\.id) == ["Blob/big"], "\(report)")
+                #expect(try a.liveHashes().keys.map(\.description) == ["Person/small"])
+            }
+        }
+
         @Test func aVersionMismatchSaysWhichVersionsEachSideSpeaks() async throws {
             try await withTemporaryDirectory { dir in
                 let b = try ArchiveStore(directory: dir + "/b")
