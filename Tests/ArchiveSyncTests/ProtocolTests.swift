@@ -127,23 +127,32 @@ extension RemoteSyncTests {
             }
         }
 
-        /// A far manifest that says 10 bytes for a 65 MiB object: serve sends no bytes for it
-        /// (it trapped, building a frame over the limit), and the rest of the sync completes.
-        @Test func aFarManifestUnderstatingAnObjectsSizeNeitherTrapsServeNorStopsTheSync() async throws {
+        /// Manifests that say 10 bytes for a 65 MiB object, on each side: neither is sent (serve
+        /// and the client trapped, building a frame over the limit), both are left for the next
+        /// sync, and the rest of the sync completes.
+        @Test func aManifestUnderstatingAnObjectsSizeSkipsItEitherWayAndTheRestCompletes() async throws {
             try await withTemporaryDirectory { dir in
-                let a = try ArchiveStore(directory: dir + "/a")
-                let b = try ArchiveStore(directory: dir + "/b")
                 let big = Data("{\"v\":\"".utf8) + Data(repeating: UInt8(ascii: "x"), count: 65 << 20) + Data("\"}".utf8)
-                try b.put(big, as: ObjectID(collection: "Blob", key: "big"))
-                try b.put(Data("{\"v\":1}".utf8), as: ObjectID(collection: "Person", key: "small"))
-                let tamper = try await offPool {
-                    try Child("/usr/bin/sqlite3", [b.path + "/.archive-sync/manifest.sqlite", "UPDATE objects SET size = 10 WHERE key = 'big'"])
+                var stores: [ArchiveStore] = []
+                for side in ["a", "b"] {
+                    let store = try ArchiveStore(directory: dir + "/" + side)
+                    try store.put(big, as: ObjectID(collection: "Blob", key: side))
+                    try store.put(Data("{\"v\":1}".utf8), as: ObjectID(collection: "Person", key: side))
+                    let tamper = try await offPool {
+                        try Child(
+                            "/usr/bin/sqlite3",
+                            [store.path + "/.archive-sync/manifest.sqlite", "UPDATE objects SET size = 10 WHERE collection = 'Blob'"]
+                        )
                         .wait()
+                    }
+                    #expect(tamper.status == 0, "\(tamper)")
+                    stores.append(store)
                 }
-                #expect(tamper.status == 0, "\(tamper)")
+                let (a, b) = (stores[0], stores[1])
                 let report = try await offPool { try Sync(a: LocalReplica(a), b: try pipeReplica(b.path), options: SyncOptions()).runNow() }
-                #expect(report.copiedToA == 1 && report.skipped.map(\.id) == ["Blob/big"], "\(report)")
-                #expect(try a.liveHashes().keys.map(\.description) == ["Person/small"])
+                #expect(report.copiedToA == 1 && report.copiedToB == 1 && Set(report.skipped.map(\.id)) == ["Blob/a", "Blob/b"], "\(report)")
+                #expect(try Set(a.liveHashes().keys.map(\.description)) == ["Blob/a", "Person/a", "Person/b"])
+                #expect(try Set(b.liveHashes().keys.map(\.description)) == ["Blob/b", "Person/a", "Person/b"])
             }
         }
 
