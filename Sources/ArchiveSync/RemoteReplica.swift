@@ -41,28 +41,14 @@ package final class RemoteReplica: SyncReplica {
         self.name = name
         let connection = try Connection(command: command)
         do {
-            var writer = WireWriter()
-            writer.string("archive-sync")
-            writer.count(Int(versions.lowerBound))
-            writer.count(Int(versions.upperBound))
-            writer.bool(peer != nil)
-            if let peer { writer.replica(peer) }
-            var reply = try connection.call(.hello, writer.bytes, name: name, beforeHandshake: true)
-            let low = UInt32(try reply.count(max: Int(UInt32.max), "a protocol version"))
-            let high = UInt32(try reply.count(max: Int(UInt32.max), "a protocol version"))
-            let chosen = UInt32(try reply.count(max: Int(UInt32.max), "a protocol version"))
-            guard chosen != 0, versions.contains(chosen), low <= high, (low...high).contains(chosen) else {
-                throw SyncError.remote(
-                    "\(name): the far side speaks protocol version \(ReplicaServer.describe(low...max(low, high))) and this side \(ReplicaServer.describe(versions)); install the same release of archive-sync on both hosts"
-                )
-            }
-            version = chosen
-            replica = try reply.replica()
-            _ = try reply.string(max: 65_536, "the store's path")
-            try reply.finish()
+            let hello = Wire.Request.hello(Wire.Hello(versions: versions, peer: peer))
+            let reply = try Wire.HelloReply.decode(try connection.call(hello, name: name, beforeHandshake: true))
+            version = try reply.agreedVersion(offered: versions, name: name)
+            guard let store = reply.store else { throw WireError("the handshake reply names no store") }
+            replica = store.replica
         } catch let error as WireError {
             connection.close()
-            throw SyncError.remote("\(name): \(error.description)")
+            throw SyncError.remote("\(name): the far side sent a malformed handshake reply: \(error.description)")
         } catch {
             connection.close()
             throw error
@@ -74,117 +60,104 @@ package final class RemoteReplica: SyncReplica {
         connection.withLock { $0.close() }
     }
 
-    /// Sends one request and returns a reader over the reply.
-    private func call(_ kind: Wire.Kind, _ build: (inout WireWriter) -> Void = { _ in }) throws -> WireReader {
-        var writer = WireWriter()
-        build(&writer)
-        let payload = writer.bytes
-        return try connection.withLock { connection in
-            try connection.call(kind, payload, name: name, beforeHandshake: false)
+    /// Sends one request and decodes its reply with `decode`, turning a malformed reply into
+    /// ``SyncError/remote(_:)`` and ending the session.
+    private func call<T>(_ request: Wire.Request, _ decode: ([UInt8]) throws -> T) throws -> T {
+        try connection.withLock { connection in
+            let reply = try connection.call(request, name: name, beforeHandshake: false)
+            do {
+                return try decode(reply)
+            } catch let error as WireError {
+                connection.close()
+                throw SyncError.remote("\(name): the far side replied with a malformed message: \(error.description)")
+            }
         }
     }
 
-    /// Reads a reply to its end, turning a malformed one into ``SyncError/remote(_:)``.
-    private func decode<T>(_ reader: WireReader, _ body: (inout WireReader) throws -> T) throws -> T {
-        var reader = reader
-        do {
-            let value = try body(&reader)
-            try reader.finish()
-            return value
-        } catch let error as WireError {
-            connection.withLock { $0.close() }
-            throw SyncError.remote("\(name): the far side replied with a malformed message: \(error.description)")
-        }
+    /// A reply that decodes but cannot be the answer to what was asked.
+    private func malformed(_ what: String) -> SyncError {
+        connection.withLock { $0.close() }
+        return SyncError.remote("\(name): the far side replied with a malformed message: \(what)")
     }
 
-    package func begin() throws { _ = try call(.begin) }
+    package func begin() throws { try call(.begin, Wire.Reply.empty) }
 
     /// Ends the session: the far side releases its store's lock and exits.
     package func end() {
         connection.withLock { connection in
-            if !connection.isClosed { _ = try? connection.call(.end, [], name: name, beforeHandshake: false) }
+            if !connection.isClosed { _ = try? connection.call(.end, name: name, beforeHandshake: false) }
             connection.close()
         }
     }
 
-    package func makeCurrent() throws -> Bool { try decode(try call(.makeCurrent)) { try $0.bool() } }
-    package func changeSequence() throws -> Int { try decode(try call(.changeSequence)) { try $0.count("a change sequence") } }
-    package func liveObjectCount() throws -> Int { try decode(try call(.liveObjectCount)) { try $0.count("an object count") } }
-
-    package func checkpoint(for peer: ReplicaID) throws -> Int? {
-        try decode(try call(.checkpoint) { $0.replica(peer) }) { try $0.bool() ? try $0.count("a change sequence") : nil }
-    }
+    package func makeCurrent() throws -> Bool { try call(.makeCurrent, Wire.Reply.flag) }
+    package func changeSequence() throws -> Int { try call(.changeSequence) { try Wire.Reply.count($0, "a change sequence") } }
+    package func liveObjectCount() throws -> Int { try call(.liveObjectCount) { try Wire.Reply.count($0, "an object count") } }
+    package func checkpoint(for peer: ReplicaID) throws -> Int? { try call(.checkpoint(peer: peer), Wire.Reply.checkpoint) }
 
     package func setCheckpoint(for peer: ReplicaID, to sequence: Int) throws {
-        try decode(
-            try call(.setCheckpoint) {
-                $0.replica(peer)
-                $0.count(sequence)
-            }
-        ) { _ in }
+        try call(.setCheckpoint(peer: peer, sequence: sequence), Wire.Reply.empty)
     }
 
     package func sequenceAfterOwnWrites(since sequence: Int) throws -> Int {
-        try decode(try call(.sequenceAfterOwnWrites) { $0.count(sequence) }) { try $0.count("a change sequence") }
+        try call(.sequenceAfterOwnWrites(since: sequence)) { try Wire.Reply.count($0, "a change sequence") }
     }
 
+    /// Pages of entries in id order, each id after the one before: a page out of order, or one
+    /// cut short with nothing in it, would stall the walk of both manifests.
     package func entries(after id: ObjectID?, limit: Int) throws -> [ReplicaEntry] {
         var entries: [ReplicaEntry] = []
         var cursor = id
         while entries.count < limit {
             let want = min(limit - entries.count, Wire.maximumCount)
-            let (page, cut) = try page(
-                try call(.entriesAfter) {
-                    $0.bool(cursor != nil)
-                    if let cursor { $0.id(cursor) }
-                    $0.count(want)
-                })
+            let (page, cut) = try call(.entriesAfter(cursor, limit: want), Wire.Reply.page)
+            try check(page, want: want, cut: cut)
+            for entry in page {
+                if let cursor, !(cursor < entry.id) { throw malformed("a page of the manifest is not in id order") }
+                cursor = entry.id
+            }
             entries += page
-            cursor = page.last?.id ?? cursor
             if page.count < want && !cut { break }
         }
         return entries
     }
 
+    /// Pages of entries in change order, each after the one before and none past `through`.
     package func entries(changedAfter after: Int, through: Int, limit: Int) throws -> [ReplicaEntry] {
         var entries: [ReplicaEntry] = []
         var after = after
         while entries.count < limit {
             let want = min(limit - entries.count, Wire.maximumCount)
-            let (page, cut) = try page(
-                try call(.entriesChanged) { [after] in
-                    $0.count(after)
-                    $0.count(through)
-                    $0.count(want)
-                })
+            let (page, cut) = try call(.entriesChanged(after: after, through: through, limit: want), Wire.Reply.page)
+            try check(page, want: want, cut: cut)
+            for entry in page {
+                guard entry.sequence > after, entry.sequence <= through else {
+                    throw malformed("a page of changes is not in order after sequence \(after) and up to \(through)")
+                }
+                after = entry.sequence
+            }
             entries += page
-            after = page.last?.sequence ?? after
             if page.count < want && !cut { break }
         }
         return entries
     }
 
-    /// A page of entries, and whether the far side cut it short to keep the frame small.
-    private func page(_ reply: WireReader) throws -> ([ReplicaEntry], Bool) {
-        try decode(reply) { reader in
-            let cut = try reader.bool()
-            return (try reader.list("entries") { try $0.entry() }, cut)
-        }
+    private func check(_ page: [ReplicaEntry], want: Int, cut: Bool) throws {
+        if page.count > want { throw malformed("\(page.count) entries came back where at most \(want) were asked for") }
+        if cut && page.isEmpty { throw malformed("a page cut short holds no entries") }
     }
 
     package func entries(for ids: [ObjectID]) throws -> [ReplicaEntry?] {
         var entries: [ReplicaEntry?] = []
         entries.reserveCapacity(ids.count)
         for start in stride(from: 0, to: ids.count, by: 1_000) {
-            let chunk = ids[start..<min(start + 1_000, ids.count)]
-            let page = try decode(
-                try call(.entriesFor) { writer in
-                    writer.count(chunk.count)
-                    for id in chunk { writer.id(id) }
-                }
-            ) { try $0.list("entries") { try $0.bool() ? try $0.entry() : nil } }
+            let chunk = Array(ids[start..<min(start + 1_000, ids.count)])
+            let page = try call(.entriesFor(chunk), Wire.Reply.entries)
             guard page.count == chunk.count else {
                 throw SyncError.remote("\(name): the far side answered for \(page.count) of \(chunk.count) objects")
+            }
+            for (id, entry) in zip(chunk, page) where entry.map({ $0.id != id }) ?? false {
+                throw malformed("the entry sent for \(id) names another object")
             }
             entries += page
         }
@@ -194,21 +167,14 @@ package final class RemoteReplica: SyncReplica {
     /// Fetches contents in batches of at most ``Wire/batchBytes``, checking each object's
     /// bytes against the hash its entry names.
     package func contents(of entries: [ReplicaEntry]) throws -> [Data?] {
+        if let large = entries.first(where: { !$0.isDeleted && $0.size > Wire.maximumObject }) {
+            throw SyncError.remote("\(large.id) in \(name) is \(large.size) bytes, over \(Wire.describeObjectLimit)")
+        }
         var result: [Data?] = []
         result.reserveCapacity(entries.count)
-        for batch in batches(entries, size: { $0.isDeleted ? 0 : $0.size }) {
-            for entry in batch where entry.size > Wire.maximumFrame - 65_536 {
-                throw SyncError.remote("\(entry.id) in \(name) is \(entry.size) bytes; the sync protocol carries objects up to 63 MiB")
-            }
-            let page = try decode(
-                try call(.contents) { writer in
-                    writer.count(batch.count)
-                    for entry in batch {
-                        writer.id(entry.id)
-                        writer.hash(entry.isDeleted ? nil : entry.hash)
-                    }
-                }
-            ) { try $0.list("objects") { try $0.bool() ? try $0.data() : nil } }
+        for batch in batches(entries, size: { Wire.size(of: $0.id) + ($0.isDeleted ? 0 : $0.size) }) {
+            let wanted = batch.map { Wire.Request.ContentRequest(id: $0.id, hash: $0.liveHash) }
+            let page = try call(.contents(wanted), Wire.Reply.contents)
             guard page.count == batch.count else { throw SyncError.remote("\(name): the far side sent \(page.count) of \(batch.count) objects") }
             for (entry, data) in zip(batch, page) {
                 if let data, ContentHash(of: data) != entry.hash {
@@ -221,49 +187,31 @@ package final class RemoteReplica: SyncReplica {
         return result
     }
 
+    /// Sends writes in batches; an object over ``Wire/maximumObject`` is not sent and comes
+    /// back false, as one that changed since the plan does.
     package func apply(_ objects: [IncomingObject]) throws -> [Bool] {
-        var result: [Bool] = []
-        result.reserveCapacity(objects.count)
-        for batch in batches(objects, size: { $0.content?.count ?? 0 }) {
-            let applied = try decode(
-                try call(.apply) { writer in
-                    writer.count(batch.count)
-                    for object in batch {
-                        writer.id(object.id)
-                        writer.string(object.fileExtension)
-                        writer.bool(object.content != nil)
-                        if let content = object.content {
-                            writer.data(content)
-                            writer.hash(ContentHash(of: content))
-                        }
-                        writer.vector(object.version.vector)
-                        writer.signed(object.version.modified)
-                        writer.replica(object.version.author)
-                        writer.hash(object.version.expected)
-                    }
-                }
-            ) { try $0.list("results") { try $0.bool() } }
+        // The sync refuses objects over the limit before it writes; one here got past that on a
+        // manifest that understates its size. It is not sent, and is left for the next sync.
+        let fits = objects.map { ($0.content?.count ?? 0) <= Wire.maximumObject }
+        let sent = zip(objects, fits).filter(\.1).map(\.0)
+        var landed: [Bool] = []
+        landed.reserveCapacity(sent.count)
+        // A write's size counts its id and vector too: a page of objects with long keys or
+        // vectors must not outgrow a frame.
+        for batch in batches(sent, size: { ($0.content?.count ?? 0) + Wire.size(of: $0.id) + Wire.size(of: $0.version.vector) + 200 }) {
+            let applied = try call(.apply(Array(batch)), Wire.Reply.applied)
             guard applied.count == batch.count else {
                 throw SyncError.remote("\(name): the far side answered for \(applied.count) of \(batch.count) writes")
             }
-            result += applied
+            landed += applied
         }
-        return result
+        var next = landed.makeIterator()
+        return fits.map { fit in fit ? next.next() ?? false : false }
     }
 
     package func mergeVectors(_ merges: [VectorMerge]) throws {
-        for start in stride(from: 0, to: merges.count, by: Wire.maximumCount) {
-            let chunk = merges[start..<min(start + Wire.maximumCount, merges.count)]
-            try decode(
-                try call(.mergeVectors) { writer in
-                    writer.count(chunk.count)
-                    for merge in chunk {
-                        writer.id(merge.id)
-                        writer.hash(merge.hash)
-                        writer.vector(merge.vector)
-                    }
-                }
-            ) { _ in }
+        for batch in batches(merges, size: { Wire.size(of: $0.id) + Wire.size(of: $0.vector) + 40 }) {
+            try call(.mergeVectors(Array(batch)), Wire.Reply.empty)
         }
     }
 
@@ -329,19 +277,17 @@ private final class Connection {
         return (fds[0], fds[1])
     }
 
-    /// One request and its reply.
-    func call(_ kind: Wire.Kind, _ payload: [UInt8], name: String, beforeHandshake: Bool) throws -> WireReader {
+    /// One request and the payload of its `ok` reply.
+    func call(_ request: Wire.Request, name: String, beforeHandshake: Bool) throws -> [UInt8] {
         guard !isClosed else { throw SyncError.remote("\(name): the connection to the far side is closed") }
         do {
-            try channel.send(kind, payload)
+            try channel.send(request.kind, request.encode())
             let (replyKind, reply) = try channel.receive()
             switch replyKind {
             case .ok:
-                return WireReader(reply)
+                return reply
             case .failure:
-                var reader = WireReader(reply)
-                let message = (try? reader.string(max: 65_536, "a message")) ?? "a failure it could not describe"
-                throw SyncError.remote("\(name): \(message)")
+                throw SyncError.remote("\(name): " + ((try? Wire.Reply.failure(reply)) ?? "a failure it could not describe"))
             default:
                 throw WireError("the far side sent a request where a reply belongs")
             }

@@ -40,10 +40,10 @@ package final class ReplicaServer {
     ///   closed before that, 2 when a frame broke the protocol or the store could not be opened.
     package func run() -> Int32 {
         while true {
-            let kind: Wire.Kind
-            let payload: [UInt8]
+            let request: Wire.Request
             do {
-                (kind, payload) = try channel.receive()
+                let (kind, payload) = try channel.receive()
+                request = try Wire.Request.decode(kind, payload)
             } catch is ChannelClosed {
                 log("the other side closed the connection before the end of the session")
                 return 1
@@ -51,10 +51,9 @@ package final class ReplicaServer {
                 return refuse("\(error)")
             }
             do {
-                var reader = WireReader(payload)
-                let reply = try handle(kind, &reader)
+                let reply = try handle(request)
                 try channel.send(.ok, reply)
-                if kind == .end { return 0 }
+                if case .end = request { return 0 }
             } catch let error as WireError {
                 return refuse(error.description)
             } catch is ChannelClosed {
@@ -72,10 +71,18 @@ package final class ReplicaServer {
         }
     }
 
-    /// Ends the session over a frame that broke the protocol: says why on both channels.
+    /// Objects this session has written (each write of a sync lands whole or not at all).
+    private var written = 0
+
+    /// Ends the session over a frame that broke the protocol: says why on both channels, and
+    /// what the session changed (the refused frame itself changed nothing).
     private func refuse(_ message: String) -> Int32 {
         sendFailure(message)
-        log("refused a request: \(message); the store was not changed")
+        let changed =
+            written == 0
+            ? "no object in the store was changed"
+            : "nothing of that request was applied (\(written == 1 ? "1 object" : "\(written) objects") written earlier in this session \(written == 1 ? "stays" : "stay"))"
+        log("refused a request: \(message); \(changed)")
         return 2
     }
 
@@ -89,62 +96,38 @@ package final class ReplicaServer {
         let message: String
     }
 
-    private func handle(_ kind: Wire.Kind, _ reader: inout WireReader) throws -> [UInt8] {
+    private func handle(_ request: Wire.Request) throws -> [UInt8] {
         var writer = WireWriter()
         guard let replica else {
-            guard kind == .hello else { throw WireError("the first request of a session must be the handshake") }
-            try hello(&reader, &writer)
-            return writer.bytes
+            guard case .hello(let hello) = request else { throw WireError("the first request of a session must be the handshake") }
+            return try self.hello(hello)
         }
-        switch kind {
+        switch request {
         case .hello:
             throw WireError("a second handshake in one session")
-        case .ok, .failure:
-            throw WireError("a reply where a request belongs")
         case .begin:
-            try reader.finish()
             try replica.begin()
         case .end:
-            try reader.finish()
             replica.end()
         case .makeCurrent:
-            try reader.finish()
             writer.bool(try replica.makeCurrent())
         case .changeSequence:
-            try reader.finish()
             writer.count(try replica.changeSequence())
         case .liveObjectCount:
-            try reader.finish()
             writer.count(try replica.liveObjectCount())
-        case .checkpoint:
-            let peer = try reader.replica()
-            try reader.finish()
+        case .checkpoint(let peer):
             let sequence = try replica.checkpoint(for: peer)
             writer.bool(sequence != nil)
             if let sequence { writer.count(sequence) }
-        case .setCheckpoint:
-            let peer = try reader.replica()
-            let sequence = try reader.count("a change sequence")
-            try reader.finish()
+        case .setCheckpoint(let peer, let sequence):
             try replica.setCheckpoint(for: peer, to: sequence)
-        case .sequenceAfterOwnWrites:
-            let sequence = try reader.count("a change sequence")
-            try reader.finish()
+        case .sequenceAfterOwnWrites(let sequence):
             writer.count(try replica.sequenceAfterOwnWrites(since: sequence))
-        case .entriesAfter:
-            let id = try reader.bool() ? try reader.id() : nil
-            let limit = try reader.count(max: Wire.maximumCount, "a page size")
-            try reader.finish()
+        case .entriesAfter(let id, let limit):
             Self.page(try replica.entries(after: id, limit: limit), into: &writer)
-        case .entriesChanged:
-            let after = try reader.count("a change sequence")
-            let through = try reader.count("a change sequence")
-            let limit = try reader.count(max: Wire.maximumCount, "a page size")
-            try reader.finish()
+        case .entriesChanged(let after, let through, let limit):
             Self.page(try replica.entries(changedAfter: after, through: through, limit: limit), into: &writer)
-        case .entriesFor:
-            let ids = try reader.list("ids") { try $0.id() }
-            try reader.finish()
+        case .entriesFor(let ids):
             let entries = try replica.entries(for: ids)
             writer.count(entries.count)
             for entry in entries {
@@ -154,36 +137,27 @@ package final class ReplicaServer {
             guard writer.bytes.count <= Wire.maximumFrame else {
                 throw SyncError.remote("the manifest rows asked for do not fit in one frame")
             }
-        case .contents:
-            try contents(&reader, &writer, replica)
-        case .apply:
-            try apply(&reader, &writer, replica)
-        case .mergeVectors:
-            let merges = try reader.list("vector merges") { VectorMerge(id: try $0.id(), hash: try $0.hash(), vector: try $0.vector()) }
-            try reader.finish()
+        case .contents(let wanted):
+            try contents(wanted, &writer, replica)
+        case .apply(let objects):
+            let applied = try replica.apply(objects)
+            written += applied.count { $0 }
+            writer.count(applied.count)
+            for ok in applied { writer.bool(ok) }
+        case .mergeVectors(let merges):
             try replica.mergeVectors(merges)
         }
         return writer.bytes
     }
 
     /// The handshake: the protocol versions each side speaks, then the store is opened.
-    private func hello(_ reader: inout WireReader, _ writer: inout WireWriter) throws {
-        guard try reader.string(max: 64, "the program's name") == "archive-sync" else {
-            throw WireError("the handshake does not come from archive-sync")
-        }
-        let low = UInt32(try reader.count(max: Int(UInt32.max), "a protocol version"))
-        let high = UInt32(try reader.count(max: Int(UInt32.max), "a protocol version"))
-        let peer = try reader.bool() ? try reader.replica() : nil
-        try reader.finish()
-        let chosen = min(high, Wire.versions.upperBound)
-        writer.count(Int(Wire.versions.lowerBound))
-        writer.count(Int(Wire.versions.upperBound))
-        guard low <= high, Wire.versions.contains(chosen), (low...high).contains(chosen) else {
-            writer.count(0)
-            try channel.send(.ok, writer.bytes)
+    private func hello(_ hello: Wire.Hello) throws -> [UInt8] {
+        let chosen = min(hello.versions.upperBound, Wire.versions.upperBound)
+        guard Wire.versions.contains(chosen), hello.versions.contains(chosen) else {
+            try channel.send(.ok, Wire.HelloReply(versions: Wire.versions, chosen: nil, store: nil).encode())
             throw HandshakeFailed(
                 message:
-                    "the other side speaks protocol version \(Self.describe(low...high)) and this side \(Self.describe(Wire.versions)); install the same release of archive-sync on both hosts"
+                    "the other side speaks protocol version \(Wire.describe(hello.versions)) and this side \(Wire.describe(Wire.versions)); install the same release of archive-sync on both hosts"
             )
         }
         let store: ArchiveStore
@@ -197,14 +171,8 @@ package final class ReplicaServer {
         }
         let local = LocalReplica(store)
         replica = local
-        writer.count(Int(chosen))
-        writer.replica(local.replica)
-        writer.string(store.path)
-        if let peer { log("serving \(store.path) (replica \(local.replica)) to replica \(peer)") }
-    }
-
-    static func describe(_ versions: ClosedRange<UInt32>) -> String {
-        versions.count == 1 ? "\(versions.lowerBound)" : "\(versions.lowerBound) to \(versions.upperBound)"
+        if let peer = hello.peer { log("serving \(store.path) (replica \(local.replica)) to replica \(peer)") }
+        return Wire.HelloReply(versions: Wire.versions, chosen: chosen, store: (local.replica, store.path)).encode()
     }
 
     /// A page of entries, cut short (and marked so) when it would outgrow a batch.
@@ -223,42 +191,19 @@ package final class ReplicaServer {
 
     /// The bytes of objects the client asks for by id and hash, read from the files this
     /// store's own manifest names; nil where the object no longer holds that hash.
-    private func contents(_ reader: inout WireReader, _ writer: inout WireWriter, _ replica: LocalReplica) throws {
-        let wanted = try reader.list("objects") { (try $0.id(), try $0.hash()) }
-        try reader.finish()
-        let rows = try replica.entries(for: wanted.map(\.0))
+    private func contents(_ wanted: [Wire.Request.ContentRequest], _ writer: inout WireWriter, _ replica: LocalReplica) throws {
+        let rows = try replica.entries(for: wanted.map(\.id))
         writer.count(wanted.count)
-        for ((_, hash), row) in zip(wanted, rows) {
+        for (object, row) in zip(wanted, rows) {
             var data: Data?
-            if let row, !row.isDeleted, let hash, row.hash == hash, writer.bytes.count + row.size < Wire.maximumFrame - 4096 {
+            if let row, !row.isDeleted, let hash = object.hash, row.hash == hash, writer.bytes.count + row.size < Wire.maximumFrame - 4096 {
                 data = try replica.store.contents(of: row)
             }
+            // The manifest's size is only a claim: bytes that would not fit are sent as nil,
+            // which the client takes for an object that changed (the next sync looks again).
+            if let got = data?.count, writer.bytes.count + got >= Wire.maximumFrame - 4096 { data = nil }
             writer.bool(data != nil)
             if let data { writer.data(data) }
         }
-    }
-
-    /// Writes what the client sent, once every object has been decoded and its bytes hash to
-    /// what the client claimed.
-    private func apply(_ reader: inout WireReader, _ writer: inout WireWriter, _ replica: LocalReplica) throws {
-        let objects = try reader.list("objects") { reader in
-            let id = try reader.id()
-            let ext = try reader.fileExtension()
-            var content: Data?
-            if try reader.bool() {
-                let data = try reader.data()
-                guard let hash = try reader.hash(), ContentHash(of: data) == hash else {
-                    throw WireError("the bytes sent for \(id) do not match their hash")
-                }
-                content = data
-            }
-            let version = IncomingVersion(
-                vector: try reader.vector(), modified: try reader.signed(), author: try reader.replica(), expected: try reader.hash())
-            return IncomingObject(id: id, fileExtension: ext, content: content, version: version)
-        }
-        try reader.finish()
-        let applied = try replica.apply(objects)
-        writer.count(applied.count)
-        for ok in applied { writer.bool(ok) }
     }
 }

@@ -61,10 +61,18 @@ public final class Sync: Sendable {
         // First the plan alone: it says how much there is to do, and whether the safety valve trips.
         var planned = SyncReport(a: a.name, b: b.name, dryRun: true, incremental: walk.incremental, scannedA: scannedA, scannedB: scannedB)
         planned.actions = options.dryRun ? [] : nil
+        let betweenHosts = a is RemoteReplica || b is RemoteReplica
+        var tooLarge: SyncError?
         try walk.forEachPage { pairs in
-            for (ea, eb) in pairs { record(SyncPlanner.action(a: ea, b: eb, preference: options.preference), in: &planned) }
+            for (ea, eb) in pairs {
+                let action = SyncPlanner.action(a: ea, b: eb, preference: options.preference)
+                record(action, in: &planned)
+                if betweenHosts && tooLarge == nil { tooLarge = overLimit(action) }
+            }
         }
         if options.dryRun { return planned }
+        // Refused before anything is written: the sync carries every object or none.
+        if let tooLarge { throw tooLarge }
         let total = planned.changes + planned.merged
         guard total > 0 else {
             try moveCheckpoints(walk, after: report)
@@ -102,6 +110,20 @@ public final class Sync: Sendable {
     }
 
     private func replica(_ side: SyncSide) -> any SyncReplica { side == .a ? a : b }
+
+    /// The error for an object `action` would carry between hosts that is over the protocol's
+    /// limit; nil when it carries none.
+    private func overLimit(_ action: SyncAction) -> SyncError? {
+        let carried: [(entry: ReplicaEntry, from: SyncSide)]
+        switch action {
+        case .copy(let to, let source, _, _): carried = [(source, to.other)]
+        // The kept version goes to the loser's side and the lost one is read to save its copy.
+        case .conflict(let winner, let kept, let lost, _, _): carried = [(kept, winner), (lost, winner.other)]
+        case .none, .merge: return nil
+        }
+        guard let large = carried.first(where: { !$0.entry.isDeleted && $0.entry.size > Wire.maximumObject }) else { return nil }
+        return .tooLarge(id: large.entry.id.description, store: replica(large.from).name, size: large.entry.size)
+    }
 
     /// Counts one action in `report` (and lists it, when the report lists actions).
     private func record(_ action: SyncAction, in report: inout SyncReport) {

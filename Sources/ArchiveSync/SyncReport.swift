@@ -106,6 +106,8 @@ public enum SyncError: ExitStatusError, Sendable, Equatable {
     case sameReplica(String, String)
     /// The other side broke the protocol or failed.
     case remote(String)
+    /// An object the sync would carry between hosts is over ``Wire/maximumObject``; nothing was written.
+    case tooLarge(id: String, store: String, size: Int)
 
     public var description: String {
         switch self {
@@ -117,6 +119,9 @@ public enum SyncError: ExitStatusError, Sendable, Equatable {
                 "\(a) and \(b) have the same replica id: they are one store, or one is a file copy of the other (cp, rsync) and not a replica of its own; make a replica with `archive-sync init NEW` and `archive-sync sync \(a) NEW` instead of copying files"
         case .remote(let message):
             return message
+        case .tooLarge(let id, let store, let size):
+            return
+                "\(id) in \(store) is \(size) bytes, over \(Wire.describeObjectLimit), so nothing was synced; make it smaller, or sync it through a directory on this host"
         }
     }
 }

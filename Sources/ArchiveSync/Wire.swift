@@ -25,13 +25,18 @@ package enum Wire {
     package static let versions: ClosedRange<UInt32> = 1...1
     /// The largest payload a frame may carry; checked before anything is allocated.
     package static let maximumFrame = 64 << 20
+    /// The largest object a sync carries between hosts (63 MiB): one object's bytes and the
+    /// rest of its message (id, vector, hashes: at most about 80 KB) fit in one frame. A sync
+    /// that would carry a larger one is refused before anything is written.
+    package static let maximumObject = 63 << 20
     /// The most contents or writes one request carries, in bytes: well under a frame.
     package static let batchBytes = 16 << 20
     /// The most entries, ids, objects or merges one message carries.
     package static let maximumCount = 10_000
     static let magic: (UInt8, UInt8) = (0xA5, 0x53)
 
-    /// One frame: the header, then `payload`.
+    /// One frame: the header, then `payload`, which must be at most ``maximumFrame`` bytes
+    /// (``FrameChannel/send(_:_:)`` checks it, and throws, before calling this).
     package static func frame(_ kind: Kind, _ payload: [UInt8]) -> [UInt8] {
         precondition(payload.count <= maximumFrame, "a frame over the protocol's limit")
         var frame: [UInt8] = [magic.0, magic.1, kind.rawValue, 0]
@@ -40,6 +45,47 @@ package enum Wire {
         frame += [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)]
         frame += payload
         return frame
+    }
+
+    /// The object limit in words, for messages.
+    package static var describeObjectLimit: String {
+        "the \(maximumObject >> 20) MiB (\(maximumObject) bytes) the sync protocol carries in one object between hosts"
+    }
+
+    /// At most the bytes an id takes in a message: a batch counts them, so that a batch of long
+    /// keys stays within a frame.
+    static func size(of id: ObjectID) -> Int { id.collection.utf8.count + id.key.utf8.count + 20 }
+
+    /// At most the bytes a version vector takes in a message.
+    static func size(of vector: VersionVector) -> Int { 80 * vector.counters.count + 10 }
+
+    /// Reads a frame's 8-byte header: the kind of frame and the length of its payload.
+    /// Throws ``WireError`` for bytes that are not a header of this protocol, an unknown kind,
+    /// or a length over ``maximumFrame``.
+    package static func header(_ header: [UInt8]) throws -> (kind: Kind, length: Int) {
+        guard header.count == 8, header[0] == magic.0, header[1] == magic.1, header[3] == 0 else {
+            let text = String(decoding: header.prefix(8).map { (32..<127).contains($0) ? $0 : UInt8(ascii: "?") }, as: UTF8.self)
+            throw WireError("received bytes that are not a frame of the sync protocol (they begin \"\(text)\")")
+        }
+        guard let kind = Kind(rawValue: header[2]) else { throw WireError("received a frame of unknown kind \(header[2])") }
+        let length = Int(header[4]) << 24 | Int(header[5]) << 16 | Int(header[6]) << 8 | Int(header[7])
+        guard length <= maximumFrame else {
+            throw WireError("received a frame of \(length) bytes, over the protocol's limit of \(maximumFrame)")
+        }
+        return (kind, length)
+    }
+
+    /// Decodes one whole frame from `bytes` (a header and exactly its payload), for tests and
+    /// fuzzers: the checks ``FrameChannel/receive()`` makes.
+    package static func decodeFrame(_ bytes: [UInt8]) throws -> (kind: Kind, payload: [UInt8]) {
+        guard bytes.count >= 8 else { throw WireError("the connection closed in the middle of a frame (a truncated frame)") }
+        let (kind, length) = try header(Array(bytes[0..<8]))
+        guard bytes.count - 8 == length else {
+            throw bytes.count - 8 < length
+                ? WireError("the connection closed in the middle of a frame (a truncated frame)")
+                : WireError("a frame has \(bytes.count - 8 - length) bytes left over after its end")
+        }
+        return (kind, Array(bytes[8...]))
     }
 
     /// What a frame holds.
@@ -72,8 +118,12 @@ package struct FrameChannel: Sendable {
         self.output = output
     }
 
-    /// Writes one frame.
+    /// Writes one frame. Throws ``WireError``, sending nothing, for a payload over the limit.
     package func send(_ kind: Wire.Kind, _ payload: [UInt8]) throws {
+        guard payload.count <= Wire.maximumFrame else {
+            throw WireError(
+                "a message of \(payload.count) bytes is over the protocol's limit of \(Wire.maximumFrame) for a frame; nothing of it was sent")
+        }
         let frame = Wire.frame(kind, payload)
         try frame.withUnsafeBytes { buffer in
             var offset = 0
@@ -92,25 +142,25 @@ package struct FrameChannel: Sendable {
     /// ``WireError`` for a header that is not the protocol's or a length over the limit.
     package func receive() throws -> (Wire.Kind, [UInt8]) {
         var header = [UInt8](repeating: 0, count: 8)
-        try readExactly(&header, count: 8, startsFrame: true)
-        guard header[0] == Wire.magic.0, header[1] == Wire.magic.1, header[3] == 0 else {
-            let text = String(decoding: header.map { (32..<127).contains($0) ? $0 : UInt8(ascii: "?") }, as: UTF8.self)
-            throw WireError("received bytes that are not a frame of the sync protocol (they begin \"\(text)\")")
+        try readExactly(&header, from: 0, startsFrame: true)
+        let (kind, length) = try Wire.header(header)
+        // The buffer grows with the bytes that arrive, so a header alone never costs a frame's
+        // worth of memory.
+        var payload = [UInt8](repeating: 0, count: min(length, 1 << 20))
+        var filled = 0
+        while true {
+            try readExactly(&payload, from: filled, startsFrame: false)
+            filled = payload.count
+            if filled == length { return (kind, payload) }
+            payload += [UInt8](repeating: 0, count: min(length, 2 * filled) - filled)
         }
-        guard let kind = Wire.Kind(rawValue: header[2]) else { throw WireError("received a frame of unknown kind \(header[2])") }
-        let length = Int(header[4]) << 24 | Int(header[5]) << 16 | Int(header[6]) << 8 | Int(header[7])
-        guard length <= Wire.maximumFrame else {
-            throw WireError("received a frame of \(length) bytes, over the protocol's limit of \(Wire.maximumFrame)")
-        }
-        var payload = [UInt8](repeating: 0, count: length)
-        try readExactly(&payload, count: length, startsFrame: false)
-        return (kind, payload)
     }
 
-    private func readExactly(_ buffer: inout [UInt8], count: Int, startsFrame: Bool) throws {
-        var offset = 0
-        while offset < count {
-            let got = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress! + offset, count - offset) }
+    /// Fills `buffer` from index `start` to its end.
+    private func readExactly(_ buffer: inout [UInt8], from start: Int, startsFrame: Bool) throws {
+        var offset = start
+        while offset < buffer.count {
+            let got = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress! + offset, $0.count - offset) }
             if got < 0 {
                 if errno == EINTR { continue }
                 throw ChannelClosed(midFrame: true, errno: errno)
@@ -243,7 +293,7 @@ package struct WireReader: Sendable {
     /// A count, size or sequence number: 0 through `limit`.
     package mutating func count(max limit: Int = Int(Int64.max / 2), _ what: String) throws -> Int {
         let value = try unsigned()
-        guard value <= UInt64(limit) else { throw WireError("a message gives \(value) as \(what), over the limit of \(limit)") }
+        guard value <= UInt64(max(0, limit)) else { throw WireError("a message gives \(value) as \(what), over the limit of \(limit)") }
         return Int(value)
     }
 
@@ -253,7 +303,7 @@ package struct WireReader: Sendable {
     }
 
     package mutating func rawBytes(_ count: Int) throws -> ArraySlice<UInt8> {
-        guard count <= bytes.count - offset else { throw WireError("a message ends early") }
+        guard count >= 0, count <= bytes.count - offset else { throw WireError("a message ends early") }
         defer { offset += count }
         return bytes[offset..<offset + count]
     }
@@ -266,7 +316,7 @@ package struct WireReader: Sendable {
         return text
     }
 
-    package mutating func data(max limit: Int = Wire.maximumFrame) throws -> Data {
+    package mutating func data(max limit: Int = Wire.maximumObject) throws -> Data {
         Data(try rawBytes(try count(max: limit, "the size of an object")))
     }
 

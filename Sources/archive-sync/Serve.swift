@@ -19,8 +19,8 @@ struct Serve: ParsableCommand {
               command="archive-sync serve --stdio /srv/store",restrict ssh-ed25519 AAAA...
 
             Exit status: 0 when the sync ended the session, 1 when the connection closed
-            early, 2 for a frame that breaks the protocol or a path that is not a store (the
-            store is then left unchanged).
+            early, 2 for a frame that breaks the protocol or a path that is not a store (that
+            frame changes nothing; writes that landed earlier in the session stay).
             """
     )
 

@@ -75,6 +75,34 @@ extension RemoteSyncTests {
             }
         }
 
+        /// 65 MiB, over the protocol's 63 MiB: refused with one sentence before anything is
+        /// written, whether the object would go to the far side or come from it.
+        @Test func anObjectOverTheLimitIsRefusedBeforeAnythingIsSyncedPushOrPull() async throws {
+            let server = try SSHServer.start()
+            defer { server.stop() }
+            try await withTemporaryDirectory { dir in
+                let a = try ArchiveStore(directory: dir + "/a")
+                let b = try ArchiveStore(directory: dir + "/b")
+                let big = Data("{\"v\":\"".utf8) + Data(repeating: UInt8(ascii: "x"), count: 65 << 20) + Data("\"}".utf8)
+                try a.put(big, as: ObjectID(collection: "Blob", key: "big"))
+                try a.put(Data("{\"v\":\"a\"}".utf8), as: ObjectID(collection: "Person", key: "pa"))
+                try b.put(Data("{\"v\":\"b\"}".utf8), as: ObjectID(collection: "Person", key: "pb"))
+                let (hashesA, hashesB) = (try a.liveHashes(), try b.liveHashes())
+                let remote = ["--rsh", server.rsh, "--remote-cmd", archiveSyncBinary]
+                let limit = "over the 63 MiB (66060288 bytes) the sync protocol carries in one object between hosts, so nothing was synced"
+
+                let push = try await runArchiveSync(["sync", dir + "/a", server.location(dir + "/b")] + remote)
+                #expect(push.status == 1 && push.errorOutput.split(separator: "\n").count == 1, "\(push)")
+                #expect(push.errorOutput.contains("Blob/big in \(a.path) is \(big.count) bytes, \(limit)"), "\(push)")
+                #expect(try a.liveHashes() == hashesA && b.liveHashes() == hashesB)
+
+                let pull = try await runArchiveSync(["sync", dir + "/b", server.location(dir + "/a")] + remote)
+                #expect(pull.status == 1 && pull.errorOutput.split(separator: "\n").count == 1, "\(pull)")
+                #expect(pull.errorOutput.contains("Blob/big in \(server.location(dir + "/a")) is \(big.count) bytes, \(limit)"), "\(pull)")
+                #expect(try a.liveHashes() == hashesA && b.liveHashes() == hashesB)
+            }
+        }
+
         /// The randomized convergence test of two-directory sync, with B behind ssh.
         @Test func randomEditsOnBothSidesConvergeOverSSH() async throws {
             let server = try SSHServer.start()
