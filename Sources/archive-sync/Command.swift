@@ -11,9 +11,7 @@ struct ArchiveSyncCommand: ParsableCommand {
         commandName: "archive-sync",
         abstract: "Keep directories of Codable archives versioned, verified and in step.",
         discussion: """
-            A store is a directory with one archive file per object (STORE/Collection/key.json)
-            and a manifest under STORE/.archive-sync/ that versions every object. Objects are
-            named COLLECTION/KEY, such as Person/person1.
+            A store is a directory with one archive file per object (STORE/Collection/key.json) and a manifest under STORE/.archive-sync/ that versions every object. Objects are named COLLECTION/KEY, such as Person/person1.
 
             Exit status: 0 on success, 1 when a check finds a problem (or the system fails), 2 for bad usage or bad input, 3 when another process holds what the command needs (a running sync of the same store, the watch lease) and it can be run again later. Errors go to stderr in one sentence. `archive-sync --version` prints the version.
             """,

@@ -7,15 +7,9 @@ struct Dump: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the object graph of an NSKeyedArchiver archive.",
         discussion: """
-            Reads a binary or XML keyed archive with archive-sync's own reader
-            (never NSKeyedUnarchiver, so a hostile file gives an error, not a
-            crash) and prints its root object: each object with its class chain
-            and fields, Foundation's classes as plain values. A reference back to
-            an enclosing object (a cycle) prints as <cycle to object #N>, or as
-            {"$ref": N} with --json.
+            Reads a binary or XML keyed archive with archive-sync's own reader (never NSKeyedUnarchiver, so a hostile file gives an error, not a crash) and prints its root object: each object with its class chain and fields, Foundation's classes as plain values. A reference back to an enclosing object (a cycle) prints as <cycle to object #N>, or as {"$ref": N} with --json.
 
-            With --json: one JSON document; objects carry their class chain under
-            "$classes", dates are ISO 8601 and data base64.
+            With --json: one JSON document; objects carry their class chain under "$classes", dates are ISO 8601 and data base64.
 
             Examples:
               archive-sync dump WZX_PersonModel_person1.archiver

@@ -7,22 +7,11 @@ struct Import: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Import NSKeyedArchiver archives into a store, one object per archive, saved as JSON.",
         discussion: """
-            Each SRC is an archive file, or a directory searched recursively for
-            files ending in .archiver, .archive, .plist or .keyedarchive. Archives
-            are read by archive-sync's own reader, never by NSKeyedUnarchiver, so
-            no file can crash the import.
+            Each SRC is an archive file, or a directory searched recursively for files ending in .archiver, .archive, .plist or .keyedarchive. Archives are read by archive-sync's own reader, never by NSKeyedUnarchiver, so no file can crash the import.
 
-            Each archive becomes the object COLLECTION/KEY, saved as JSON: the
-            collection is the root object's class name (or --collection), the key
-            the file name without its extension. Files named the WZXArchiver way,
-            WZX_<Class>_<name>.archiver, get the key <name>; their "son" files,
-            WZX_<Class>_<name>_<SonClass>_<property>.archiver, are folded back
-            into the parent as its field <property>.
+            Each archive becomes the object COLLECTION/KEY, saved as JSON: the collection is the root object's class name (or --collection), the key the file name without its extension. Files named the WZXArchiver way, WZX_<Class>_<name>.archiver, get the key <name>; their "son" files, WZX_<Class>_<name>_<SonClass>_<property>.archiver, are folded back into the parent as its field <property>.
 
-            Every file is read before anything is written. A file that cannot be
-            read is reported on stderr with the reason and left out; the others
-            are imported, and the exit status is 1. Importing the same archives
-            again writes nothing (same content, no new version).
+            Every file is read before anything is written. A file that cannot be read is reported on stderr with the reason and left out; the others are imported, and the exit status is 1. Importing the same archives again writes nothing (same content, no new version).
 
             Examples:
               archive-sync import ~/Documents/archives --into ./store

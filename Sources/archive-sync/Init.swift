@@ -5,9 +5,7 @@ struct Init: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create a store (or adopt an existing directory of archives as one).",
         discussion: """
-            Creates STORE and its manifest. On a directory that already holds archives, run
-            `archive-sync scan STORE` next to record them. On an existing store, changes nothing
-            but the history limit, if given.
+            Creates STORE and its manifest. On a directory that already holds archives, run `archive-sync scan STORE` next to record them. On an existing store, changes nothing but the history limit, if given.
 
             Example: archive-sync init ./store --history 20
             """

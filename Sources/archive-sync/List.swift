@@ -23,6 +23,11 @@ struct List: ParsableCommand {
         let opened = try store.open()
         if let collection {
             let objects = try opened.objects(in: collection)
+            // An empty answer for a name that is no collection would hide a typo.
+            if objects.isEmpty, try !opened.collections().contains(where: { $0.name == collection }) {
+                throw ArchiveError.invalidCollection(
+                    collection, reason: "\(store.store) has no object in it (`archive-sync ls \(store.store)` lists its collections)")
+            }
             if output.json { return try output.printJSON(objects) }
             var rows = [["ID", "VERSION", "SIZE", "MODIFIED (UTC)"]]
             rows += objects.map { [$0.id.description, String($0.version), String($0.size), $0.modified.shortDescription] }

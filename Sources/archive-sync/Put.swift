@@ -6,8 +6,7 @@ struct Put: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Store an object's archive from stdin or a file, as its next version.",
         discussion: """
-            The input is checked before anything is written: bytes that are not valid JSON (or
-            property list, with --codec plist) are refused and the stored object is untouched.
+            The input is checked before anything is written: bytes that are not valid JSON (or property list, with --codec plist) are refused and the stored object is untouched.
 
             Examples:
               echo '{"name":"Ada"}' | archive-sync put ./store Person/ada

@@ -5,10 +5,7 @@ struct Scan: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Record what other programs added, changed or removed in a store.",
         discussion: """
-            Compares each file's size, mtime and inode with the manifest and reads only the files
-            whose stamp changed, as git's index does. Lists a collection's directory only when its
-            mtime or ctime moved since a scan listed it (new or removed files); --json reports how
-            many were listed. Also removes temp files left by dead processes.
+            Compares each file's size, mtime and inode with the manifest and reads only the files whose stamp changed, as git's index does. Lists a collection's directory only when its mtime or ctime moved since a scan listed it (new or removed files); --json reports how many were listed. Also removes temp files left by dead processes.
 
             Example: archive-sync scan ./store --json
             """

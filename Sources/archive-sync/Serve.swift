@@ -10,17 +10,12 @@ struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Serve one store to a sync on another host, over stdin and stdout.",
         discussion: """
-            The far side of `archive-sync sync ./store host:/srv/store`: ssh (or the --rsh
-            command) starts it there, and it speaks the sync protocol on stdin and stdout
-            until the sync ends. It writes nothing else to stdout; errors go to stderr. It is
-            confined to STORE: requests name objects by id, never by path.
+            The far side of `archive-sync sync ./store host:/srv/store`: ssh (or the --rsh command) starts it there, and it speaks the sync protocol on stdin and stdout until the sync ends. It writes nothing else to stdout; errors go to stderr. It is confined to STORE: requests name objects by id, never by path.
 
             To let a key do nothing but sync one store, pin it in ~/.ssh/authorized_keys:
               command="archive-sync serve --stdio /srv/store",restrict ssh-ed25519 AAAA...
 
-            Exit status: 0 when the sync ended the session, 1 when the connection closed
-            early, 2 for a frame that breaks the protocol or a path that is not a store (that
-            frame changes nothing; writes that landed earlier in the session stay).
+            Exit status: 0 when the sync ended the session, 1 when the connection closed early, 2 for a frame that breaks the protocol or a path that is not a store (that frame changes nothing; writes that landed earlier in the session stay).
             """
     )
 

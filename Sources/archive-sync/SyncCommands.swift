@@ -60,16 +60,13 @@ struct SyncCommand: ParsableCommand {
         commandName: "sync",
         abstract: "Make two stores equal, two-way, losing nothing either side wrote.",
         discussion: """
-            Per object: the same contents on both sides need nothing; a version that has seen the other's changes (its version vector dominates) is copied over it; two versions made apart are a conflict. A conflict keeps both: the newer version stays at the id on both sides and the other is saved beside it on both sides as KEY.conflict-REPLICA-TIME (see `archive-sync conflicts`), unless --prefer decides. Deletes travel too, but an edit beats a delete. The loser of any overwrite stays in history (`archive-sync history`).
+            Per object: the same contents on both sides need nothing; a version that has seen the other's changes (its version vector dominates) is copied over it; two versions made apart are a conflict. A conflict keeps both: the newer version stays at the id on both sides and the other is saved beside it on both sides as KEY.conflict-REPLICA-TIME-HASH (the first 8 characters of the replica that made it, when in UTC, and 8 hex digits of its contents' hash; see `archive-sync conflicts`), unless --prefer decides. Deletes travel too, but an edit beats a delete. The loser of any overwrite stays in history (`archive-sync history`).
 
             The first sync of two stores compares everything; later ones only what changed since (each store keeps a checkpoint per peer). A sync killed at any moment leaves every object old or new; run it again to finish. A sync that would delete more than half of a side's objects, or a side that is not a store, stops unless --force.
 
-            Either store may be on another host, named [user@]host:path (a ':' before any
-            '/', as rsync reads it). ssh runs `archive-sync serve --stdio PATH` there and the
-            two speak the sync protocol over its stdin and stdout; --rsh replaces ssh and
-            --remote-cmd names the program on the far host.
+            Either store may be on another host, named [user@]host:path (a ':' before any '/', as rsync reads it). ssh runs `archive-sync serve --stdio PATH` there and the two speak the sync protocol over its stdin and stdout; --rsh replaces ssh and --remote-cmd names the program on the far host.
 
-            Exit status: 0 when synced, 1 when something failed, 2 for bad usage or input.
+            Exit status: 0 when synced, 1 when something failed, 2 for bad usage or input, 3 when another sync holds one of the stores (run it again later).
 
             Examples:
               archive-sync sync ./a ./b

@@ -5,8 +5,7 @@ struct Verify: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Re-hash every object and kept version; exit 1 on any mismatch, naming each.",
         discussion: """
-            Tells bit rot (content changed, stamp unchanged: `corrupt`) from an edit not yet
-            recorded (`edited`: run `scan`). Changes nothing.
+            Tells bit rot (content changed, stamp unchanged: `corrupt`) from an edit not yet recorded (`edited`: run `scan`). Changes nothing.
 
             Example: archive-sync verify ./store
             """

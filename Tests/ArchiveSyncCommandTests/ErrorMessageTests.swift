@@ -113,6 +113,30 @@ struct ErrorMessageTests {
         #expect(version.status == 0 && version.output == "0.1.0\n", "\(version)")
     }
 
+    @Test func lsOfACollectionWithNoObjectFailsNamingIt() throws {
+        let store = try TestStore()
+        defer { store.delete() }
+        try store.put("Person/ada", "{}")
+        let result = try store.run("ls", "NoSuchColl")
+        #expect(result.status == 2, "\(result)")
+        #expect(result.errorOutput.contains("'NoSuchColl'") && result.errorOutput.contains("has no object in it"), "\(result)")
+        #expect(result.output.isEmpty, "\(result)")
+    }
+
+    /// ArgumentParser wraps each paragraph itself: a paragraph hard-wrapped in the source came
+    /// out with a one-word line wherever the two wraps disagreed.
+    @Test func helpParagraphsAreWrappedOnce() throws {
+        for command in ["sync", "import", "dump", "serve", "init", "scan", "verify", "put"] {
+            let help = try runArchiveSync([command, "--help"])
+            let lines = help.output.split(separator: "\n", omittingEmptySubsequences: false)
+            for (line, next) in zip(lines, lines.dropFirst()) where !line.isEmpty && !next.isEmpty && !line.hasPrefix(" ") && !next.hasPrefix(" ") {
+                // A wrap is ragged when the next line's first word would have fitted (ArgumentParser wraps before column 80).
+                let word = next.prefix { $0 != " " }
+                #expect(line.count + 1 + word.count >= 80, "\(command) --help wraps early: \(line) / \(next)")
+            }
+        }
+    }
+
     @Test func helpShowsEachDefaultOnce() throws {
         let help = try runArchiveSync(["sync", "--help"])
         #expect(help.output.components(separatedBy: "(default: ssh)").count == 2, "\(help)")
