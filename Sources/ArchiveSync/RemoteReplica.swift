@@ -36,8 +36,6 @@ package final class RemoteReplica: SyncReplica {
     ///   - peer: the replica id of the store on this side, named in the handshake.
     ///   - versions: the protocol versions to offer (tests offer others).
     package init(command: [String], name: String, peer: ReplicaID? = nil, versions: ClosedRange<UInt32> = Wire.versions) throws {
-        // A far side that dies while we write must be an error, not the end of this process.
-        signal(SIGPIPE, SIG_IGN)
         self.name = name
         let connection = try Connection(command: command)
         do {

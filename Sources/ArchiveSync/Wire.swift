@@ -1,4 +1,5 @@
 import ArchiveStore
+import CArchiveShims
 import Foundation
 
 #if canImport(Glibc)
@@ -109,6 +110,8 @@ package struct WireError: Error, CustomStringConvertible, Sendable {
 // MARK: - Frames over file descriptors
 
 /// Reads and writes frames on a pair of file descriptors (a pipe's ends, or stdin and stdout).
+/// A reader that has gone makes a write fail with EPIPE; it never raises SIGPIPE, whatever the
+/// process does with that signal.
 package struct FrameChannel: Sendable {
     package let input: Int32
     package let output: Int32
@@ -128,7 +131,7 @@ package struct FrameChannel: Sendable {
         try frame.withUnsafeBytes { buffer in
             var offset = 0
             while offset < buffer.count {
-                let written = write(output, buffer.baseAddress! + offset, buffer.count - offset)
+                let written = archive_write_nosigpipe(output, buffer.baseAddress! + offset, buffer.count - offset)
                 if written < 0 {
                     if errno == EINTR { continue }
                     throw ChannelClosed(midFrame: offset > 0, errno: errno)

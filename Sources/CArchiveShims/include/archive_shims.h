@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -39,6 +41,31 @@ static inline void archive_trim_heap(void) { malloc_trim(0); }
 /// Caps glibc's malloc arenas: each thread that allocates (Dispatch's workers, in a scan's
 /// parallel lanes) otherwise gets an arena of its own, which keeps its free pages (mallopt(3)).
 static inline void archive_limit_heap_arenas(int count) { mallopt(M_ARENA_MAX, count); }
+
+/// write(2) that cannot end the process: a write to a pipe whose reader is gone fails with
+/// EPIPE instead of raising SIGPIPE, whose default action kills. A library may not ignore
+/// SIGPIPE for the whole process (the host app owns signal dispositions), so the signal is
+/// blocked for this thread during the call, and the one this write raised is taken back
+/// (sigtimedwait) before the old mask returns. A SIGPIPE that was pending before is left alone.
+static inline ssize_t archive_write_nosigpipe(int fd, const void *buffer, size_t count) {
+    sigset_t pipe_only, old_mask, pending;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    sigemptyset(&pending);
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old_mask);
+    ssize_t written = write(fd, buffer, count);
+    int saved = errno;
+    if (written < 0 && saved == EPIPE && !was_pending) {
+        const struct timespec now = {0, 0};
+        while (sigtimedwait(&pipe_only, NULL, &now) < 0 && errno == EINTR) {
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+    errno = saved;
+    return written;
+}
 
 /// pipe2(2) with O_CLOEXEC: both ends close-on-exec from the start, so that a program that
 /// another thread starts meanwhile cannot inherit them.

@@ -1,0 +1,32 @@
+import Foundation
+import Testing
+
+@testable import ArchiveSync
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The library leaves process-wide settings to the program that links it.
+@Suite("The library leaves the process alone")
+struct ProcessSettingsTests {
+    /// A far side that stopped reading is an error, not the end of the host process: with
+    /// SIGPIPE at its default action (which kills), a frame sent into a pipe with no reader throws.
+    @Test func aFrameSentToAGoneReaderThrowsEvenWithSIGPIPEAtItsDefault() async {
+        await #expect(processExitsWith: .exitCode(0)) {
+            signal(SIGPIPE, SIG_DFL)
+            var fds: [Int32] = [-1, -1]
+            guard pipe(&fds) == 0 else { exit(4) }
+            close(fds[0])
+            do {
+                try FrameChannel(input: -1, output: fds[1]).send(.begin, [])
+                exit(3)
+            } catch {
+                // No SIGPIPE is left pending either, to kill the process once unblocked.
+                var pending = sigset_t()
+                sigpending(&pending)
+                exit(sigismember(&pending, SIGPIPE) == 1 ? 5 : 0)
+            }
+        }
+    }
+}
