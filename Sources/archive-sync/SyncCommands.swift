@@ -10,22 +10,6 @@ struct StorePairArguments: ParsableArguments {
 
     @Argument(help: ArgumentHelp("The second store: a directory, or [user@]host:path on another host.", valueName: "b"))
     var b: String
-
-    /// Opens the store in `path`. A directory that is not a store (an unmounted disk looks
-    /// empty) is refused unless `create`, which makes it one.
-    static func openStore(_ path: String, create: Bool) throws -> ArchiveStore {
-        do {
-            return try ArchiveStore(directory: path, options: .init(create: false))
-        } catch ArchiveError.notAStore(_, _) where create {
-            return try ArchiveStore(directory: path, options: .init(create: true))
-        } catch ArchiveError.notAStore(let path, let reason) {
-            throw ArchiveError.notAStore(
-                path: path,
-                reason:
-                    "\(reason); a store's marker missing can mean an unmounted disk, so nothing was synced (use --force to make it a store and sync into it)"
-            )
-        }
-    }
 }
 
 struct Diff: ParsableCommand {
@@ -47,8 +31,7 @@ struct Diff: ParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func run() throws {
-        let (a, b) = try stores.replicas(create: false, remote: remote)
-        let report = try Sync(a: a, b: b, options: SyncOptions(dryRun: true)).runNow()
+        let report = try stores.sync(options: SyncOptions(dryRun: true), create: false, remote: remote).runNow()
         if output.json { return try output.printJSON(report) }
         printPlan(report)
         print(report.summary)
@@ -94,10 +77,9 @@ struct SyncCommand: ParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func run() throws {
-        let (a, b) = try stores.replicas(create: force, remote: remote)
         let progress = ProgressLine("synced")
         let options = SyncOptions(dryRun: dryRun, preference: prefer, force: force, full: full, progress: { progress.update($0, $1) })
-        let report = try Sync(a: a, b: b, options: options).runNow()
+        let report = try stores.sync(options: options, create: force, remote: remote).runNow()
         progress.finish()
         if output.json { return try output.printJSON(report) }
         if dryRun { printPlan(report) }
@@ -118,7 +100,7 @@ struct Conflicts: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List the conflict copies in a store, waiting for a person.",
         discussion: """
-            A sync that finds an object changed on both sides keeps both versions: one at the id, the other beside it as KEY.conflict-REPLICA-TIME. Resolve one by putting the version you want at the id and removing the copy (`archive-sync rm`); the next sync carries both to the other store.
+            A sync that finds an object changed on both sides keeps both versions: one at the id, the other beside it as KEY.conflict-REPLICA-TIME-HASH. Resolve one by putting the version you want at the id and removing the copy (`archive-sync rm`); the next sync carries both to the other store.
 
             Example: archive-sync conflicts ./store --json
             """
