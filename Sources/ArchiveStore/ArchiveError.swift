@@ -29,8 +29,12 @@ public enum ArchiveError: ExitStatusError, Sendable, Equatable {
     case symlinkRefused(path: String)
     /// A system call failed.
     case system(SystemCallError)
-    /// The manifest database reported an error.
-    case manifest(String)
+    /// The manifest database reported an error; SQLite's code is kept.
+    case manifest(SQLiteError)
+    /// Another process held the manifest's lock for longer than the busy timeout; try again later.
+    case manifestBusy(SQLiteError)
+    /// A failure from a layer below that none of the other cases describes. Not bad input.
+    case unexpected(String)
     /// Another watcher holds the store's watch lease (one watcher per store).
     case alreadyWatched(path: String, pid: Int32?)
     /// Another process holds what this call needs, such as the store's sync lock; try again later.
@@ -70,8 +74,12 @@ public enum ArchiveError: ExitStatusError, Sendable, Equatable {
             return "\(path) is a symlink; the store does not follow symlinks"
         case .system(let error):
             return error.description
-        case .manifest(let message):
-            return "manifest error: \(message)"
+        case .manifest(let error):
+            return "manifest error: \(error)"
+        case .manifestBusy(let error):
+            return "another process has held the store's manifest locked for too long, so nothing was done; try again (\(error))"
+        case .unexpected(let message):
+            return message
         case .alreadyWatched(let path, let pid):
             let holder = pid.map { "process \($0)" } ?? "another process"
             return "\(path) is already watched by \(holder); a store has one watcher at a time (stop that one first, or use its change stream)"
@@ -96,7 +104,7 @@ public enum ArchiveError: ExitStatusError, Sendable, Equatable {
     /// The exit status a command ends with: 2 for bad input, 3 when the store is busy, 1 otherwise.
     public var exitStatus: Int32 {
         switch self {
-        case .busy, .alreadyWatched: return ExitStatus.busy
+        case .busy, .alreadyWatched, .manifestBusy: return ExitStatus.busy
         default: return isBadInput ? ExitStatus.badInput : ExitStatus.failure
         }
     }
@@ -115,8 +123,8 @@ extension ArchiveError {
         case let error as SystemCallError:
             if error.errno == ELOOP { return .symlinkRefused(path: error.path) }
             return .system(error)
-        case let error as SQLiteError: return .manifest(error.description)
-        default: return .invalidInput(String(describing: error))
+        case let error as SQLiteError: return error.isBusy ? .manifestBusy(error) : .manifest(error)
+        default: return .unexpected(String(describing: error))
         }
     }
 }

@@ -10,19 +10,26 @@ enum SQLValue {
     case null
 }
 
-/// An error that SQLite reported, with the statement that caused it.
-struct SQLiteError: Error, CustomStringConvertible {
-    let code: Int32
-    let message: String
-    let sql: String?
+/// An error that SQLite reported: its extended result code, its message, and the statement
+/// that caused it.
+public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// SQLite's extended result code (`SQLITE_BUSY_SNAPSHOT`, `SQLITE_IOERR_FSYNC`, ...); its
+    /// low byte is the primary code (`SQLITE_BUSY`, `SQLITE_IOERR`, ...).
+    public let code: Int32
+    public let message: String
+    /// The statement that failed; nil when opening the database failed.
+    public let sql: String?
 
-    var description: String {
+    public var description: String {
         if let sql { return "SQLite error \(code): \(message) (in: \(sql))" }
         return "SQLite error \(code): \(message)"
     }
 
+    /// The primary result code: the extended code's low byte.
+    public var primaryCode: Int32 { code & 0xff }
+
     /// True when another connection held the lock for longer than the busy timeout.
-    var isBusy: Bool { code & 0xff == SQLITE_BUSY || code & 0xff == SQLITE_LOCKED }
+    public var isBusy: Bool { primaryCode == SQLITE_BUSY || primaryCode == SQLITE_LOCKED }
 }
 
 private let SQLITE_TRANSIENT = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
