@@ -3,7 +3,6 @@ import PackageDescription
 
 let package = Package(
     name: "archive-sync",
-    platforms: [.macOS(.v15)],
     products: [
         .library(name: "ArchiveStore", targets: ["ArchiveStore"]),
         .library(name: "ArchiveWatch", targets: ["ArchiveWatch"]),
