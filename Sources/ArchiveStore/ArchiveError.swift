@@ -37,6 +37,10 @@ public enum ArchiveError: ExitStatusError, Sendable, Equatable {
     case busy(String)
     /// A FIFO, device or socket was found where the store expects a regular file; it was not read.
     case notRegularFile(path: String, kind: String)
+    /// The manifest's row for an object names a file that no write of the store makes (a
+    /// damaged or hand-edited manifest): it was not followed, and nothing was changed. The
+    /// store's other objects are unaffected; a scan records the object's file again.
+    case damagedRecord(ObjectID, file: String, problem: String)
 
     public var description: String {
         switch self {
@@ -79,6 +83,9 @@ public enum ArchiveError: ExitStatusError, Sendable, Equatable {
             return message
         case .notRegularFile(let path, let kind):
             return "\(path) is \(kind), not a regular file; the store reads only regular files"
+        case .damagedRecord(let id, let file, let problem):
+            return
+                "the manifest's row for \(id) is damaged: it names \(quoted(file)) as its file, which \(problem); it was not followed and nothing was changed (`archive-sync scan` records the object's file again)"
         }
     }
 
