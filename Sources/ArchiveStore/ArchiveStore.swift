@@ -58,6 +58,8 @@ public final class ArchiveStore: Sendable {
     let manifest: Manifest
     /// The store's root directory, opened once: every other name is resolved from it.
     let root: Int32
+    /// Whether a recovery of interrupted writes waits (``pendingRecovery``).
+    let recoveryState = TracedMutex(RecoveryState())
 
     /// Opens the store in `directory`, creating it when missing (unless `options.create` is false).
     ///

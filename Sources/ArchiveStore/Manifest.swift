@@ -231,8 +231,7 @@ final class Manifest: Sendable {
     /// Opening an existing store only reads; the write lock is taken only to create the
     /// schema or to change the history limit.
     init(path: String, historyLimit requestedLimit: Int?) throws {
-        let db = try SQLiteConnection(path: path)
-        try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+        let db = try SQLiteConnection.openWAL(path: path)
         func settings() throws -> (replica: String, limit: Int, format: Int)? {
             guard try db.hasTable("meta"), let text = try db.meta("format") else { return nil }
             guard let format = Int(text), (1...Self.formatVersion).contains(format) else {

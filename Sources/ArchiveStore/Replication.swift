@@ -201,6 +201,7 @@ extension ArchiveStore {
     /// a new change sequence, so that the merged vector reaches the store's other peers.
     package func mergeVectors(_ merges: [VectorMerge]) throws {
         guard !merges.isEmpty else { return }
+        try requireRecovered()
         try withManifest {
             try $0.write { tx in
                 for merge in merges {
@@ -235,6 +236,7 @@ extension ArchiveStore {
 
     /// Records that this store has merged `peer`'s changes through `sequence`.
     package func setCheckpoint(for peer: ReplicaID, to sequence: Int) throws {
+        try requireRecovered()
         try withManifest {
             try $0.write { tx in
                 try tx.db.run(

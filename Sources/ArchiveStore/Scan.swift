@@ -66,6 +66,7 @@ extension ArchiveStore {
     /// - Parameter progress: called now and then with the changed files read so far and how
     ///   many there are, while they are read and recorded.
     public func scan(progress: ((_ done: Int, _ total: Int) -> Void)? = nil) throws -> ScanReport {
+        try requireRecovered()
         do {
             var report = ScanReport()
             var candidates: [Candidate] = []
@@ -130,6 +131,7 @@ extension ArchiveStore {
     /// (`Person/person1.json`), relative to the store and named as on disk. A watcher, which
     /// knows what changed, scans only that.
     package func scan(paths: some Sequence<String>) throws -> ScanReport {
+        try requireRecovered()
         do {
             var report = ScanReport()
             var candidates: [Candidate] = []

@@ -78,6 +78,7 @@ extension ArchiveStore {
     /// - Returns: each object's version afterwards, or nil for a skipped write.
     func applyChecked(_ requested: [PendingWrite]) throws -> [Int?] {
         guard !requested.isEmpty else { return [] }
+        try requireRecovered()
         var directories: [ExactName: FileHandle] = [:]
         defer { for directory in directories.values { directory.close() } }
         do {
@@ -97,8 +98,14 @@ extension ArchiveStore {
                 for (position, index) in plan.needed.enumerated() { result[index] = versions[position] }
                 return result
             } catch {
-                // Undo what can be undone now rather than waiting for this process to die.
-                try? reconcile(intent, plan.entries)
+                // Undo what can be undone now rather than waiting for this process to die. A
+                // disk too full to record even that leaves it to recovery, which every later
+                // write tries first.
+                do {
+                    try reconcile(intent, plan.entries)
+                } catch let undo where Self.isOutOfSpace(undo) {
+                    recoveryWaits(writes: 1, objects: plan.entries.count, cause: undo, stuck: intent)
+                } catch {}
                 throw error
             }
         } catch {
@@ -308,27 +315,39 @@ extension ArchiveStore {
         return versions
     }
 
-    /// Finishes the writes of processes that died mid-write: removes their temp files and
-    /// records whatever their renames left on disk.
+    /// Finishes the writes of processes that died mid-write (and this process's own whose
+    /// undo failed): removes their temp files and records whatever their renames left on disk.
+    ///
+    /// Reads never need free space: when the disk is too full to record what those writes
+    /// left, the store stays readable as the manifest last recorded it, and
+    /// ``pendingRecovery`` says what recovery waits for; each write tries it again first.
     func recoverInterruptedWrites() throws {
+        var waiting = (writes: 0, objects: 0)
         do {
-            let intents = try manifest.read { try $0.intents() }
+            let stuck = recoveryState.withLock { $0.stuck }
+            let interrupted = try manifest.read { try $0.intents() }.filter { !$0.owner.isRunning || stuck.contains($0.id) }
+            waiting = (interrupted.count, interrupted.reduce(0) { $0 + ($1.entries?.count ?? 0) })
             var unreadable: [Int64] = []
-            for intent in intents where !intent.owner.isRunning {
+            for intent in interrupted {
                 if let entries = intent.entries {
                     try reconcile(intent.id, entries)
+                    waiting = (waiting.writes - 1, waiting.objects - entries.count)
                 } else {
                     unreadable.append(intent.id)
                 }
             }
-            guard !unreadable.isEmpty else { return }
-            // Which objects those writes touched cannot be known: a scan records whatever they
-            // left on disk and removes their temp files (it knows their owners are dead). Only
-            // then do the records go, so that a crash meanwhile leaves them for the next open.
-            _ = try scan()
-            try manifest.write { tx in
-                for id in unreadable { try tx.removeIntent(id) }
+            if !unreadable.isEmpty {
+                // Which objects those writes touched cannot be known: a scan records whatever they
+                // left on disk and removes their temp files (it knows their owners are dead). Only
+                // then do the records go, so that a crash meanwhile leaves them for the next open.
+                _ = try scan()
+                try manifest.write { tx in
+                    for id in unreadable { try tx.removeIntent(id) }
+                }
             }
+            recoveryState.withLock { $0.stuck.subtract(interrupted.map(\.id)) }
+        } catch let error where Self.isOutOfSpace(error) {
+            recoveryWaits(writes: waiting.writes, objects: waiting.objects, cause: error)
         } catch {
             throw ArchiveError.wrap(error)
         }

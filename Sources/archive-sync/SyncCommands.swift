@@ -15,7 +15,7 @@ struct StorePairArguments: ParsableArguments {
     /// empty) is refused unless `create`, which makes it one.
     static func openStore(_ path: String, create: Bool) throws -> ArchiveStore {
         do {
-            return try ArchiveStore(directory: path, options: .init(create: false))
+            return try ArchiveStore(directory: path, options: .init(create: false)).notingPendingRecovery()
         } catch ArchiveError.notAStore(_, _) where create {
             return try ArchiveStore(directory: path, options: .init(create: true))
         } catch ArchiveError.notAStore(let path, let reason) {
