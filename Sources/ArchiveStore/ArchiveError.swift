@@ -41,6 +41,13 @@ public enum ArchiveError: ExitStatusError, Sendable, Equatable {
     case busy(String)
     /// A FIFO, device or socket was found where the store expects a regular file; it was not read.
     case notRegularFile(path: String, kind: String)
+    /// The manifest's row for an object names a file that no write of the store makes (a
+    /// damaged or hand-edited manifest): it was not followed, and nothing was changed. The
+    /// store's other objects are unaffected; a scan records the object's file again.
+    case damagedRecord(ObjectID, file: String, problem: String)
+    /// A write was refused because an interrupted write could not yet be recovered (see
+    /// ``ArchiveStore/pendingRecovery``); nothing was changed.
+    case recoveryPending(PendingRecovery)
 
     public var description: String {
         switch self {
@@ -87,6 +94,12 @@ public enum ArchiveError: ExitStatusError, Sendable, Equatable {
             return message
         case .notRegularFile(let path, let kind):
             return "\(path) is \(kind), not a regular file; the store reads only regular files"
+        case .damagedRecord(let id, let file, let problem):
+            return
+                "the manifest's row for \(id) is damaged: it names \(quoted(file)) as its file, which \(problem); it was not followed and nothing was changed (`archive-sync scan` records the object's file again)"
+        case .recoveryPending(let pending):
+            return
+                "nothing was written: the recovery of \(pending.what) must complete first, and it is waiting for \(pending.waitingFor) (\(pending.cause))"
         }
     }
 

@@ -58,6 +58,8 @@ public final class ArchiveStore: Sendable {
     let manifest: Manifest
     /// The store's root directory, opened once: every other name is resolved from it.
     let root: Int32
+    /// Whether a recovery of interrupted writes waits (``pendingRecovery``).
+    let recoveryState = TracedMutex(RecoveryState())
 
     /// Opens the store in `directory`, creating it when missing (unless `options.create` is false).
     ///
@@ -283,8 +285,11 @@ public final class ArchiveStore: Sendable {
                 return (data, preferred)
             }
             // Stored in another codec (or under a name from before a codec change): ask the manifest.
-            guard let record = try manifest.read({ try $0.object(id) }), !record.isDeleted, record.file != preferred,
-                let data = try FileSystem.readFile(directory + "/" + record.file, in: root, path: self.path + "/" + directory + "/" + record.file)
+            guard let record = try manifest.read({ try $0.object(id) }), !record.isDeleted, record.file != preferred else { return nil }
+            if let problem = FileName.problem(withFile: record.file, ofKey: id.key) {
+                throw ArchiveError.damagedRecord(id, file: record.file, problem: problem)
+            }
+            guard let data = try FileSystem.readFile(directory + "/" + record.file, in: root, path: self.path + "/" + directory + "/" + record.file)
             else { return nil }
             return (data, record.file)
         } catch let error as SystemCallError where error.errno == ENOTDIR {

@@ -105,6 +105,17 @@ enum FileName {
         return (name[..<dot], name[name.index(after: dot)...])
     }
 
+    /// Why `file` is not a name a write of the store gives `key`'s file (one name in its
+    /// collection's directory, whose stem encodes the key), or nil when it is: "is empty",
+    /// "is not one name in its collection's directory"... A manifest row
+    /// or intent failing this is damaged, and its name is never followed.
+    static func problem(withFile file: String, ofKey key: String) -> String? {
+        if file.isEmpty { return "is empty" }
+        if file.utf8.contains(UInt8(ascii: "/")) || file.utf8.contains(0) { return "is not one name in its collection's directory" }
+        if split(file).stem != encode(key) { return "is not the name the key gives its file" }
+        return nil
+    }
+
     /// True for names that are never objects: dot files, including temp files and `.archive-sync`.
     static func isReserved(_ name: String) -> Bool {
         isReserved(name.utf8)

@@ -373,8 +373,10 @@ enum FileSystem {
         try name.withCString { try status($0, in: directory, path: path()) }
     }
 
-    /// ``status(_:in:path:)`` of a name given as a C string.
+    /// ``status(_:in:path:)`` of a name given as a C string. A name with a `/` in it (from a
+    /// damaged manifest row) is no entry of `directory`: nil, without looking elsewhere.
     static func status(_ name: UnsafePointer<CChar>, in directory: Int32, path: @autoclosure () -> String) throws -> FileStatus? {
+        if strchr(name, Int32(UInt8(ascii: "/"))) != nil { return nil }
         var info = stat()
         if fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) != 0 {
             let code = errno

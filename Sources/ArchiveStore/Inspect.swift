@@ -56,6 +56,9 @@ public struct VerifyReport: Sendable, Codable {
             case corruptHistory
             /// The file could not be read.
             case unreadable
+            /// The manifest's row names a file that no write of the store makes (a damaged
+            /// manifest); it was not followed (run `scan`).
+            case damaged
         }
 
         public let id: String
@@ -141,6 +144,11 @@ extension ArchiveStore {
                     guard !record.isDeleted else { continue }
                     let id = record.id.description
                     let relative = directoryName + "/" + record.file
+                    if let problem = FileName.problem(withFile: record.file, ofKey: record.id.key) {
+                        let error = ArchiveError.damagedRecord(record.id, file: record.file, problem: problem)
+                        report.problems.append(.init(id: id, kind: .damaged, detail: error.description))
+                        continue
+                    }
                     guard let directory, let status = try FileSystem.status(record.file, in: directory.fd, path: relative), status.kind == .regular
                     else {
                         report.problems.append(.init(id: id, kind: .missing, detail: "\(relative) is missing"))

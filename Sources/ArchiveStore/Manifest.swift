@@ -65,7 +65,7 @@ extension WriteIntent.Entry {
     var isWellFormed: Bool {
         guard ObjectID.problem(with: collection, isCollection: true) == nil, ObjectID.problem(with: key, isCollection: false) == nil
         else { return false }
-        if file.contains("/") || (!file.isEmpty && FileName.split(file).stem != FileName.encode(key)) { return false }
+        if !file.isEmpty, FileName.problem(withFile: file, ofKey: key) != nil { return false }
         if let temp, !temp.hasPrefix(FileName.tempPrefix) || temp.contains("/") { return false }
         return true
     }
@@ -231,8 +231,7 @@ final class Manifest: Sendable {
     /// Opening an existing store only reads; the write lock is taken only to create the
     /// schema or to change the history limit.
     init(path: String, historyLimit requestedLimit: Int?) throws {
-        let db = try SQLiteConnection(path: path)
-        try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+        let db = try SQLiteConnection.openWAL(path: path)
         func settings() throws -> (replica: String, limit: Int, format: Int)? {
             guard try db.hasTable("meta"), let text = try db.meta("format") else { return nil }
             guard let format = Int(text), (1...Self.formatVersion).contains(format) else {
@@ -503,8 +502,13 @@ final class ManifestTransaction {
             return row
         }
         guard file.contains(FileName.longMarker) else { return nil }
-        return try db.first(
-            "SELECT \(Self.objectColumns) FROM objects WHERE collection = ? AND file = ?", [.text(collection), .text(file)], objectRecord)
+        return try object(named: file, in: collection)
+    }
+
+    /// The row whose file is exactly `file` in `collection`, found by searching the collection:
+    /// for a name no key gives (a damaged row's).
+    func object(named file: String, in collection: String) throws -> ObjectRecord? {
+        try db.first("SELECT \(Self.objectColumns) FROM objects WHERE collection = ? AND file = ?", [.text(collection), .text(file)], objectRecord)
     }
 
     /// Records a new stamp for an unchanged object (same hash), without a new version.

@@ -160,9 +160,10 @@ extension ArchiveStore {
     }
 
     /// The bytes of `entry`'s file, or nil when they no longer hash to `entry.hash` (the
-    /// object changed since the manifest was read) or the file is gone.
+    /// object changed since the manifest was read), the file is gone, or the row names a file
+    /// no write makes (a damaged row, which is not followed; a scan repairs it).
     package func contents(of entry: ReplicaEntry) throws -> Data? {
-        guard let hash = entry.hash else { return nil }
+        guard let hash = entry.hash, FileName.problem(withFile: entry.file, ofKey: entry.id.key) == nil else { return nil }
         let relative = FileName.encode(entry.id.collection) + "/" + entry.file
         do {
             guard let data = try FileSystem.readFile(relative, in: root, path: path + "/" + relative) else { return nil }
@@ -201,6 +202,7 @@ extension ArchiveStore {
     /// a new change sequence, so that the merged vector reaches the store's other peers.
     package func mergeVectors(_ merges: [VectorMerge]) throws {
         guard !merges.isEmpty else { return }
+        try requireRecovered()
         try withManifest {
             try $0.write { tx in
                 for merge in merges {
@@ -235,6 +237,7 @@ extension ArchiveStore {
 
     /// Records that this store has merged `peer`'s changes through `sequence`.
     package func setCheckpoint(for peer: ReplicaID, to sequence: Int) throws {
+        try requireRecovered()
         try withManifest {
             try $0.write { tx in
                 try tx.db.run(

@@ -32,6 +32,9 @@ public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
     public var isBusy: Bool { primaryCode == SQLITE_BUSY || primaryCode == SQLITE_LOCKED }
 }
 
+/// `SQLITE_IOERR_SHMSIZE`, a macro Swift does not import: the `-shm` file could not be grown.
+private let sqliteIOErrorShmSize = SQLITE_IOERR | (19 << 8)
+
 private let SQLITE_TRANSIENT = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
 /// One connection to an SQLite database file, with a cache of prepared statements.
@@ -56,6 +59,26 @@ final class SQLiteConnection {
         handle = db
         sqlite3_extended_result_codes(db, 1)
         sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
+    }
+
+    /// Opens the database at `path` in WAL mode.
+    ///
+    /// WAL mode keeps its index in shared memory, a `-shm` file beside the database that the
+    /// first connection makes: on a disk too full for it, the database is opened again in
+    /// exclusive locking mode, whose index lives in this process's memory, so that reads
+    /// never need free space. (No other process has it open then, or its `-shm` would exist;
+    /// one that comes meanwhile waits.)
+    static func openWAL(path: String) throws -> SQLiteConnection {
+        let settings = "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+        do {
+            let db = try SQLiteConnection(path: path)
+            try db.execute(settings)
+            return db
+        } catch let error as SQLiteError where error.code == sqliteIOErrorShmSize || error.code & 0xff == SQLITE_FULL {
+            let db = try SQLiteConnection(path: path)
+            try db.execute("PRAGMA locking_mode=EXCLUSIVE; " + settings)
+            return db
+        }
     }
 
     deinit {

@@ -66,6 +66,7 @@ extension ArchiveStore {
     /// - Parameter progress: called now and then with the changed files read so far and how
     ///   many there are, while they are read and recorded.
     public func scan(progress: ((_ done: Int, _ total: Int) -> Void)? = nil) throws -> ScanReport {
+        try requireRecovered()
         do {
             var report = ScanReport()
             var candidates: [Candidate] = []
@@ -130,6 +131,7 @@ extension ArchiveStore {
     /// (`Person/person1.json`), relative to the store and named as on disk. A watcher, which
     /// knows what changed, scans only that.
     package func scan(paths: some Sequence<String>) throws -> ScanReport {
+        try requireRecovered()
         do {
             var report = ScanReport()
             var candidates: [Candidate] = []
@@ -209,13 +211,20 @@ extension ArchiveStore {
         // Every row against the file it names (nil when gone, or gone since the listing).
         var named = [Bool](repeating: false, count: files.count)
         var liveAndPresent = 0
+        var damaged: [(file: String, key: String, problem: String)] = []
         try manifest.read { tx in
             try tx.forEachStamp(in: collection) { row in
                 let index = row.withFile { files.index(of: $0) }
                 if let index { named[index] = true }
                 let isDeleted = row.isDeleted
                 guard let status = index.flatMap({ statuses[$0] }) else {
-                    if !isDeleted { add(row.file, key: row.key) }  // its file is gone: a delete
+                    guard !isDeleted else { return }
+                    // Its file is gone (a delete), or it names none that can be here.
+                    if let problem = FileName.problem(withFile: row.file, ofKey: row.key) {
+                        damaged.append((row.file, row.key, problem))
+                    } else {
+                        add(row.file, key: row.key)
+                    }
                     return
                 }
                 if !isDeleted { liveAndPresent += 1 }
@@ -228,6 +237,12 @@ extension ArchiveStore {
                     report.unchanged += 1
                 }
             }
+        }
+
+        for row in damaged {
+            let candidate = try repairCandidate(row, collection: collection, directoryName: directoryName, in: directory, report: &report)
+            if let index = candidate.file.utf8.withContiguousStorageIfAvailable({ files.index(of: $0) }) ?? nil { named[index] = true }
+            candidates.append(candidate)
         }
 
         // Files no row names are new objects, unless their key is held by another file
@@ -428,13 +443,29 @@ extension ArchiveStore {
         try manifest.read { tx in
             for (index, look) in found {
                 let file = files.name(index)
-                guard let key = try tx.object(holding: file, in: collection)?.id.key else { continue }  // its row went meanwhile
+                guard let row = try tx.object(holding: file, in: collection) ?? tx.object(named: file, in: collection) else { continue }  // its row went meanwhile
+                if let problem = FileName.problem(withFile: file, ofKey: row.id.key) {
+                    candidates.append(
+                        try repairCandidate(
+                            (file, row.id.key, problem), collection: collection, directoryName: directoryName, in: directory, report: &report))
+                    continue
+                }
                 if case .notRegular(let kind) = look {
                     report.ignored.append(IgnoredEntry(path: directoryName + "/" + file, reason: Self.reason(notRegular: kind)))
                 }
-                candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: key))
+                candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: row.id.key))
             }
         }
+    }
+
+    /// The candidate for a damaged live row, which is reported (see ``damagedRowsFile(_:collection:directoryName:in:)``).
+    private func repairCandidate(
+        _ row: (file: String, key: String, problem: String), collection: String, directoryName: String, in directory: FileHandle,
+        report: inout ScanReport
+    ) throws -> Candidate {
+        let (found, entry) = try damagedRowsFile(row, collection: collection, directoryName: directoryName, in: directory)
+        report.ignored.append(entry)
+        return Candidate(collection: collection, directoryName: directoryName, file: found ?? row.file, key: row.key)
     }
 
     /// What ``examineUnchanged(_:of:into:report:)`` found at a row's file.

@@ -78,6 +78,7 @@ extension ArchiveStore {
     /// - Returns: each object's version afterwards, or nil for a skipped write.
     func applyChecked(_ requested: [PendingWrite]) throws -> [Int?] {
         guard !requested.isEmpty else { return [] }
+        try requireRecovered()
         var directories: [ExactName: FileHandle] = [:]
         defer { for directory in directories.values { directory.close() } }
         do {
@@ -97,8 +98,14 @@ extension ArchiveStore {
                 for (position, index) in plan.needed.enumerated() { result[index] = versions[position] }
                 return result
             } catch {
-                // Undo what can be undone now rather than waiting for this process to die.
-                try? reconcile(intent, plan.entries)
+                // Undo what can be undone now rather than waiting for this process to die. A
+                // disk too full to record even that leaves it to recovery, which every later
+                // write tries first.
+                do {
+                    try reconcile(intent, plan.entries)
+                } catch let undo where Self.isOutOfSpace(undo) {
+                    recoveryWaits(writes: 1, objects: plan.entries.count, cause: undo, stuck: intent)
+                } catch {}
                 throw error
             }
         } catch {
@@ -120,13 +127,22 @@ extension ArchiveStore {
     /// Phase 1 of ``apply(_:)``: drops writes already stored exactly as asked (same file and
     /// bytes, or a delete of what is deleted) and records the intent for the rest. An object
     /// written more than once in one batch is always written, in order.
+    ///
+    /// A write whose object's row is damaged (names a file no write makes) is refused here,
+    /// before anything is recorded, with the whole batch; a conditional one (a sync's) is
+    /// skipped instead, as if its object had changed, so that the rest goes ahead.
     private func plan(_ writes: [PendingWrite], tx: ManifestTransaction) throws -> WritePlan {
         var occurrences: [ObjectID: Int] = [:]
         for write in writes { occurrences[write.id, default: 0] += 1 }
         var plan = WritePlan(versions: Array(repeating: nil, count: writes.count))
         for (index, write) in writes.enumerated() {
             if let condition = write.condition, try tx.liveHash(write.id) != condition.liveHash { continue }
-            if occurrences[write.id] == 1, let version = try storedVersion(matching: write, tx: tx) {
+            let record = try tx.object(write.id)
+            if let damage = Self.damage(of: write, record: record) {
+                if write.condition != nil { continue }
+                throw damage
+            }
+            if occurrences[write.id] == 1, let version = try storedVersion(matching: write, record: record) {
                 plan.versions[index] = version
                 continue
             }
@@ -141,9 +157,19 @@ extension ArchiveStore {
         return plan
     }
 
-    /// The current version when `write` would change nothing, else nil.
-    private func storedVersion(matching write: PendingWrite, tx: ManifestTransaction) throws -> Int? {
-        guard let record = try tx.object(write.id) else { return write.content == nil ? 0 : nil }
+    /// Why `write` must not be made: the file it writes, or the file its live row names (which
+    /// it replaces or removes), is not one a write of the store makes.
+    private static func damage(of write: PendingWrite, record: ObjectRecord?) -> ArchiveError? {
+        if write.content != nil, let problem = FileName.problem(withFile: write.file, ofKey: write.id.key) {
+            return .damagedRecord(write.id, file: write.file, problem: problem)
+        }
+        guard let record, !record.isDeleted, let problem = FileName.problem(withFile: record.file, ofKey: record.id.key) else { return nil }
+        return .damagedRecord(record.id, file: record.file, problem: problem)
+    }
+
+    /// The current version when `write` would change nothing, else nil. `record` is its object's row.
+    private func storedVersion(matching write: PendingWrite, record: ObjectRecord?) throws -> Int? {
+        guard let record else { return write.content == nil ? 0 : nil }
         if write.content == nil { return record.isDeleted ? record.version : nil }
         guard !record.isDeleted, record.file == write.file, record.hash == write.hash, record.schemaVersion == write.schemaVersion
         else { return nil }
@@ -289,27 +315,39 @@ extension ArchiveStore {
         return versions
     }
 
-    /// Finishes the writes of processes that died mid-write: removes their temp files and
-    /// records whatever their renames left on disk.
+    /// Finishes the writes of processes that died mid-write (and this process's own whose
+    /// undo failed): removes their temp files and records whatever their renames left on disk.
+    ///
+    /// Reads never need free space: when the disk is too full to record what those writes
+    /// left, the store stays readable as the manifest last recorded it, and
+    /// ``pendingRecovery`` says what recovery waits for; each write tries it again first.
     func recoverInterruptedWrites() throws {
+        var waiting = (writes: 0, objects: 0)
         do {
-            let intents = try manifest.read { try $0.intents() }
+            let stuck = recoveryState.withLock { $0.stuck }
+            let interrupted = try manifest.read { try $0.intents() }.filter { !$0.owner.isRunning || stuck.contains($0.id) }
+            waiting = (interrupted.count, interrupted.reduce(0) { $0 + ($1.entries?.count ?? 0) })
             var unreadable: [Int64] = []
-            for intent in intents where !intent.owner.isRunning {
+            for intent in interrupted {
                 if let entries = intent.entries {
                     try reconcile(intent.id, entries)
+                    waiting = (waiting.writes - 1, waiting.objects - entries.count)
                 } else {
                     unreadable.append(intent.id)
                 }
             }
-            guard !unreadable.isEmpty else { return }
-            // Which objects those writes touched cannot be known: a scan records whatever they
-            // left on disk and removes their temp files (it knows their owners are dead). Only
-            // then do the records go, so that a crash meanwhile leaves them for the next open.
-            _ = try scan()
-            try manifest.write { tx in
-                for id in unreadable { try tx.removeIntent(id) }
+            if !unreadable.isEmpty {
+                // Which objects those writes touched cannot be known: a scan records whatever they
+                // left on disk and removes their temp files (it knows their owners are dead). Only
+                // then do the records go, so that a crash meanwhile leaves them for the next open.
+                _ = try scan()
+                try manifest.write { tx in
+                    for id in unreadable { try tx.removeIntent(id) }
+                }
             }
+            recoveryState.withLock { $0.stuck.subtract(interrupted.map(\.id)) }
+        } catch let error where Self.isOutOfSpace(error) {
+            recoveryWaits(writes: waiting.writes, objects: waiting.objects, cause: error)
         } catch {
             throw ArchiveError.wrap(error)
         }
@@ -338,8 +376,11 @@ extension ArchiveStore {
                     try entry.hash != nil
                     && FileSystem.readFile(name + "/" + entry.file, in: root, path: where_ + entry.file)
                         .map(ContentHash.init(of:)) == entry.hash
+                // A damaged row's file is never followed: the row is left as it is (its object
+                // reports it), unless the write landed, whose file it then names instead.
+                let damaged = current.map { FileName.problem(withFile: $0.file, ofKey: $0.id.key) != nil } ?? false
                 if landed {
-                    if let current, !current.isDeleted, ExactName(current.file) != ExactName(entry.file) {
+                    if let current, !current.isDeleted, !damaged, ExactName(current.file) != ExactName(entry.file) {
                         try FileSystem.removeFile(current.file, in: directory.fd, path: where_ + current.file)
                     }
                     try FileSystem.sync(directory.fd, path: directory.path)
@@ -347,7 +388,7 @@ extension ArchiveStore {
                         entry.file, of: id, in: directory.fd, tx: tx, schemaVersion: entry.schemaVersion,
                         incoming: entry.incoming.map { ($0, entry.hash!) })
                 } else if let current {
-                    try reconcileFile(current.file, of: id, in: directory.fd, tx: tx)
+                    if !damaged { try reconcileFile(current.file, of: id, in: directory.fd, tx: tx) }
                 } else if !entry.file.isEmpty {
                     try reconcileFile(entry.file, of: id, in: directory.fd, tx: tx)
                 }
@@ -358,7 +399,9 @@ extension ArchiveStore {
 
     /// Records what is on disk for one object's file, as a scan would: a changed file is a new
     /// version, a missing one a delete, an unchanged one nothing. A file holding the bytes a
-    /// sync's write carried (`incoming`) is recorded as that sync's version.
+    /// sync's write carried (`incoming`) is recorded as that sync's version. A name that is
+    /// not the key's file in its directory (a damaged row's) is never looked at: no such file
+    /// can be there, so it counts as missing.
     @discardableResult
     func reconcileFile(
         _ file: String, of id: ObjectID, in directory: Int32, tx: ManifestTransaction, schemaVersion: Int? = nil,
@@ -368,7 +411,8 @@ extension ArchiveStore {
     {
         let where_ = path + "/" + FileName.encode(id.collection) + "/" + file
         let existing = try tx.object(id)
-        guard let status = try FileSystem.status(file, in: directory, path: where_), status.kind == .regular else {
+        let status = FileName.problem(withFile: file, ofKey: id.key) == nil ? try FileSystem.status(file, in: directory, path: where_) : nil
+        guard let status, status.kind == .regular else {
             guard let existing, existing.file == file else { return nil }
             return try tx.recordDelete(of: existing, origin: .external)
         }

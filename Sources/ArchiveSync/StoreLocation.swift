@@ -77,6 +77,9 @@ extension Sync {
         self.init(a: first, b: second, options: options)
     }
 
+    /// The stores on this machine that the sync opened.
+    package var storesHere: [ArchiveStore] { [a, b].compactMap { ($0 as? LocalReplica)?.store } }
+
     private static func connect(_ a: StoreLocation, _ b: StoreLocation, create: Bool) throws -> (any SyncReplica, any SyncReplica) {
         let locations = [a, b]
         // The side here first: a wrong local path fails before anything is started.

@@ -15,8 +15,8 @@ import Foundation
 /// write. Each side then records how far it has merged the other's changes. A sync killed at
 /// any moment leaves every object old or new; running it again completes it.
 public final class Sync: Sendable {
-    private let a: any SyncReplica
-    private let b: any SyncReplica
+    let a: any SyncReplica
+    let b: any SyncReplica
     private let options: SyncOptions
     /// Objects compared, read and written per step: bounds memory whatever the stores' size.
     /// Two steps are in memory at once (one landing, the next being read); 1,000 keeps a first

@@ -61,7 +61,7 @@ struct Import: ParsableCommand {
     }
 
     func run() throws {
-        let store = try ArchiveStore(directory: into, options: .init(create: false))
+        let store = try ArchiveStore(directory: into, options: .init(create: false)).notingPendingRecovery()
         let plan = KeyedImportPlan(sources: sources, collection: collection)
         var entries: [Entry] = []
         var changed: [KeyedImportPlan.Object] = []

@@ -9,7 +9,16 @@ struct StoreArgument: ParsableArguments {
 
     /// Opens the store, refusing a directory that is not one.
     func open() throws -> ArchiveStore {
-        try ArchiveStore(directory: store, options: .init(create: false))
+        try ArchiveStore(directory: store, options: .init(create: false)).notingPendingRecovery()
+    }
+}
+
+extension ArchiveStore {
+    /// Says on stderr what a recovery that could not finish waits for (a full disk): the
+    /// command goes on, and reads the store as it was before the interrupted writes.
+    func notingPendingRecovery() -> ArchiveStore {
+        if let pending = pendingRecovery { printError(pending.description) }
+        return self
     }
 }
 

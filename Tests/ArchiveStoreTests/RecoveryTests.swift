@@ -116,23 +116,102 @@ import Testing
         }
     }
 
-    /// A manifest row whose file name leads out of the collection's directory is refused with
-    /// an error naming it when the object is removed; the file it names stays.
-    @Test func aRowNamingAFileElsewhereIsNotRemoved() throws {
+    /// A store in `dir/store` whose object `Person/x` has a row naming `../../outside.json`: a
+    /// file beside the store, which must never be touched. `body` gets the paths of both.
+    private func withDamagedRow(_ body: (_ path: String, _ outside: String) throws -> Void) throws {
         try withTemporaryDirectory { dir throws in
             let path = dir + "/store"
             let outside = dir + "/outside.json"
             try overwrite(outside, with: Data("keep me".utf8))
+            do {
+                let store = try ArchiveStore(directory: path)
+                try store.save(Person(name: "a", age: 1), forKey: "x")
+                try store.save(Person(name: "b", age: 2), forKey: "y")
+                try SQLiteConnection(path: path + "/.archive-sync/manifest.sqlite").run(
+                    "UPDATE objects SET file = '../../outside.json' WHERE key = 'x'")
+            }
+            try body(path, outside)
+            #expect(try contents(of: outside) == Data("keep me".utf8))
+        }
+    }
+
+    /// A manifest row whose file name leads out of the collection's directory is refused with
+    /// an error naming the object and its row when the object is removed; the file it names
+    /// stays, and the refused remove changes nothing: the object is still listed, at the same
+    /// version, and no intent is left behind.
+    @Test func aRowNamingAFileElsewhereIsNotRemoved() throws {
+        try withDamagedRow { path, _ throws in
             let store = try ArchiveStore(directory: path)
-            try store.save(Person(name: "a", age: 1), forKey: "x")
-            let db = try SQLiteConnection(path: path + "/.archive-sync/manifest.sqlite")
-            try db.run("UPDATE objects SET file = '../../outside.json' WHERE key = 'x'")
-            guard case .invalidInput(let message)? = archiveError({ try store.remove(Person.self, forKey: "x") }) else {
-                Issue.record("removing must refuse the row's file name")
+            let error = archiveError { try store.remove(Person.self, forKey: "x") }
+            guard case .damagedRecord(let id, let file, _)? = error else {
+                Issue.record("removing must refuse the damaged row, not \(String(describing: error))")
                 return
             }
-            #expect(message.contains("../../outside.json"), "\(message)")
-            #expect(try contents(of: outside) == Data("keep me".utf8))
+            #expect(id == ObjectID(unchecked: "Person", key: "x") && file == "../../outside.json")
+            #expect(error!.description.contains("Person/x") && error!.description.contains("../../outside.json"), "\(error!)")
+            #expect(!error!.description.contains("cross-device"), "\(error!)")
+            #expect(try store.keys(of: Person.self) == ["x", "y"])
+            #expect(try store.status().objects == 2)
+            #expect(try store.history(of: Person.self, forKey: "x").count == 1)
+            #expect(try store.manifest.read { try $0.intents() }.isEmpty)
+            // A batch holding it is refused whole: the other object's delete does not happen either.
+            #expect(
+                archiveError {
+                    try store.batch {
+                        try $0.remove(Person.self, forKey: "y"); try $0.remove(Person.self, forKey: "x")
+                    }
+                } != nil)
+            #expect(try store.keys(of: Person.self) == ["x", "y"])
+        }
+    }
+
+    /// A damaged row is reported by name and never blocks the rest of the store: other objects
+    /// are read and written, and a verify names the row.
+    @Test func aDamagedRowNeverBlocksTheRestOfTheStore() throws {
+        try withDamagedRow { path, _ throws in
+            try FileManager.default.removeItem(atPath: path + "/Person/x.json")
+            let store = try ArchiveStore(directory: path)
+            guard case .damagedRecord(let id, _, _)? = archiveError({ try store.load(Person.self, forKey: "x") }) else {
+                Issue.record("loading must name the damaged row")
+                return
+            }
+            #expect(id.key == "x")
+            #expect(try store.load(Person.self, forKey: "y") == Person(name: "b", age: 2))
+            try store.save(Person(name: "c", age: 3), forKey: "z")
+            let report = try store.verify()
+            #expect(report.problems.map(\.id) == ["Person/x"] && report.problems.map(\.kind) == [.damaged], "\(report.problems)")
+        }
+    }
+
+    /// A dead process's intent for an object whose row is damaged (a remove that was killed)
+    /// is recovered without following the row: the store opens, the intent goes, and the row
+    /// is left as it was (not recorded as deleted).
+    @Test func anIntentForADamagedRowIsRecoveredWithoutFollowingIt() throws {
+        try withDamagedRow { path, _ throws in
+            do {
+                let dead = ProcessIdentity(pid: deadProcessID(), startTime: 1)
+                let entry = WriteIntent.Entry(collection: "Person", key: "x", file: "", temp: nil, hash: nil)
+                _ = try ArchiveStore(directory: path).manifest.write { try $0.addIntent([entry], owner: dead) }
+            }
+            let store = try ArchiveStore(directory: path)
+            #expect(try store.manifest.read { try $0.intents() }.isEmpty)
+            #expect(try store.keys(of: Person.self) == ["x", "y"])
+            #expect(try store.history(of: Person.self, forKey: "x").count == 1)
+        }
+    }
+
+    /// A scan reports a damaged row by name and records the key's own file, which is still
+    /// there, as the object's file again; the file the row named is never looked at.
+    @Test func aScanReportsADamagedRowAndRecordsTheKeysFileAgain() throws {
+        try withDamagedRow { path, _ throws in
+            let store = try ArchiveStore(directory: path)
+            let report = try store.scan()
+            #expect(report.ignored.contains { $0.reason.contains("Person/x") && $0.reason.contains("recorded Person/x.json") }, "\(report.ignored)")
+            #expect(try store.objects(in: "Person").map(\.file) == ["x.json", "y.json"])
+            #expect(try store.load(Person.self, forKey: "x") == Person(name: "a", age: 1))
+            try store.remove(Person.self, forKey: "x")
+            #expect(!entryExists(path + "/Person/x.json"))
+            #expect(try store.verify().isClean)
         }
     }
 

@@ -232,6 +232,26 @@ struct ScanTests {
         }
     }
 
+    /// A damaged row (its file `../../outside.json`) in a directory unchanged since a scan
+    /// listed it, where only the rows' files are looked at: the name is not followed, the row
+    /// is reported by its object, and the key's own file is recorded for it again.
+    @Test func aDamagedRowInAnUnchangedDirectoryIsReportedAndRepaired() async throws {
+        try await withStore { store, path in
+            let outside = path + "/../outside.json"
+            try overwrite(outside, with: Data("keep me".utf8))
+            for key in ["ada", "bob"] { try store.save(Person(name: key, age: 1), forKey: key) }
+            try await settle(store)
+            try SQLiteConnection(path: path + "/.archive-sync/manifest.sqlite").run(
+                "UPDATE objects SET file = '../../outside.json' WHERE key = 'ada'")
+            let report = try store.scan()
+            #expect(report.listedDirectories == 0)
+            #expect(report.ignored.map(\.path) == ["Person/../../outside.json"], "\(report.ignored)")
+            #expect(report.ignored.first?.reason.contains("Person/ada") == true, "\(report.ignored)")
+            #expect(try store.objects(in: "Person").map(\.file) == ["ada.json", "bob.json"])
+            #expect(try contents(of: outside) == Data("keep me".utf8))
+        }
+    }
+
     /// A collection directory removed is recorded as its objects' deletes, and its stamp is
     /// dropped rather than kept for a directory that can never match it again.
     @Test func aRemovedDirectoryLeavesNoStampBehind() async throws {
