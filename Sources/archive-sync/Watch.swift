@@ -16,6 +16,8 @@ struct Watch: ParsableCommand {
         discussion: """
             Scans the store first (to catch up with what changed while nothing watched), then records each change other programs make, through inotify, within milliseconds, and prints it: created/modified/deleted, the object, its new version, who made it. A full scan runs every --rescan-interval seconds as a safety net, and after the kernel's event queue overflows.
 
+            Other processes' saves are printed coalesced: each object's latest version since the watcher last looked, as `created` when the object is new since then.
+
             While it runs it holds the store's watch lease, so `status` reports the manifest as current; a second watcher on the same store is refused. It stops on SIGINT or SIGTERM and exits 0. Logs go to stderr; changes go to stdout.
 
             Examples:
