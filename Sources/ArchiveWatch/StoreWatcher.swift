@@ -86,8 +86,12 @@ extension ArchiveStore {
     /// is that scan. It runs until ``StoreWatcher/stop()`` or until it fails (the store is
     /// deleted while watched): ``StoreWatcher/wait()`` tells which.
     ///
+    /// When the calling task is cancelled during the first scan, the scan stops within a
+    /// fraction of a second, what it recorded stays recorded, the lease is released, and this
+    /// throws `CancellationError`: the next watcher's (or scan's) first scan records the rest.
+    ///
     /// - Throws: ``ArchiveError/alreadyWatched(path:pid:)`` when another watcher holds the
-    ///   lease; ``WatchError`` when inotify cannot watch the store.
+    ///   lease; ``WatchError`` when inotify cannot watch the store; `CancellationError`.
     public func startWatching(_ options: WatchOptions = WatchOptions()) throws -> StoreWatcher {
         try StoreWatcher(store: self, options: options)
     }
@@ -114,7 +118,7 @@ public final class StoreWatcher: Sendable {
             // Watch first, then scan: a change made during the scan is either in the scan or
             // in an event after it (a few are in both; recording one twice changes nothing).
             try InotifyThread.shared.add(store: ObjectIdentifier(store), root: store.path, sink: inbox)
-            initialScan = try store.scan().counts
+            initialScan = try store.scan(until: { Task.isCancelled }).counts
             try store.markManifestCurrent(lease)
             archive_trim_heap()
         } catch {
@@ -131,8 +135,9 @@ public final class StoreWatcher: Sendable {
     /// What the watcher has done so far.
     public var statistics: WatchStatistics { inbox.statistics }
 
-    /// Stops watching: the change being recorded (if any) finishes, nothing more is, and the
-    /// lease is released. Returns at once; ``wait()`` returns when the watcher has stopped.
+    /// Stops watching: the chunk of changes being recorded (if any) finishes, nothing more is
+    /// (a full scan stops halfway; the next one records the rest), and the lease is released.
+    /// Returns at once; ``wait()`` returns when the watcher has stopped.
     public func stop() {
         inbox.post(.stop)
     }
@@ -167,12 +172,13 @@ public final class StoreWatcher: Sendable {
                 break
             }
             let rescan = batch.overflow || batch.retry || nextRescan.map { clock.now >= $0 } ?? false
+            let stopRequested = { [inbox] in inbox.stopRequested }
             do {
                 if rescan {
                     if batch.overflow {
                         logger.notice("the kernel's event queue overflowed: scanning the whole store", metadata: ["store": "\(store.path)"])
                     }
-                    let report = try store.scan()
+                    let report = try store.scan(until: stopRequested)
                     // A full scan's tables (every row's stamp) are freed now; give the pages back.
                     archive_trim_heap()
                     inbox.count { $0.fullScans += 1 }
@@ -181,10 +187,12 @@ public final class StoreWatcher: Sendable {
                         metadata: ["store": "\(store.path)"])
                     nextRescan = options.rescanInterval.map { clock.now + $0 }
                 } else if !batch.paths.isEmpty {
-                    _ = try store.scan(paths: batch.paths)
+                    _ = try store.scan(paths: batch.paths, until: stopRequested)
                 }
                 try store.publishOtherProcessesChanges()
                 retryDelay = 1
+            } catch is CancellationError {
+                continue  // a stop came; the next batch hands it over
             } catch {
                 if !store.directoryExists {
                     failure = WatchError.storeRemoved(path: store.path)
@@ -296,6 +304,13 @@ private final class Inbox: WatchHintSink, @unchecked Sendable {
             if !condition.wait(until: limit) { break }
         }
         return !pending.stop
+    }
+
+    /// True once a stop is posted (and not yet handed over by ``next(debounce:deadline:)``).
+    var stopRequested: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return pending.stop
     }
 
     func count(_ update: (inout WatchStatistics) -> Void) {
