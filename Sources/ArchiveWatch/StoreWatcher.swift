@@ -67,6 +67,9 @@ public struct WatchStatistics: Sendable, Codable, Equatable {
     public var overflows = 0
     /// Full scans after the first: overflows, periodic rescans, retries after an error.
     public var fullScans = 0
+    /// Probes answered: readers (`status`, `diff`, `sync`) told that everything before their
+    /// probe is recorded, so that they need not scan.
+    public var probes = 0
 }
 
 extension ArchiveStore {
@@ -190,6 +193,7 @@ public final class StoreWatcher: Sendable {
                     _ = try store.scan(paths: batch.paths, until: stopRequested)
                 }
                 try store.publishOtherProcessesChanges()
+                answer(batch.probes)
                 retryDelay = 1
             } catch is CancellationError {
                 continue  // a stop came; the next batch hands it over
@@ -213,6 +217,14 @@ public final class StoreWatcher: Sendable {
         if let failure { logger.error("\(failure)", metadata: ["store": "\(store.path)"]) }
         inbox.finish(failure.map { .failure($0) } ?? .success(()))
     }
+
+    /// Answers probes that came after every path just recorded (see `WatchProbe`). Probes of
+    /// a batch that failed get no answer: their readers scan.
+    private func answer(_ probes: [String]) {
+        guard !probes.isEmpty else { return }
+        inbox.count { $0.probes += probes.count }  // first: a reader may look as soon as it has its answer
+        for probe in probes { store.answerWatchProbe(probe) }
+    }
 }
 
 extension ArchiveStore {
@@ -234,6 +246,8 @@ private final class Inbox: WatchHintSink, @unchecked Sendable {
 
     struct Batch {
         var paths: Set<String> = []
+        /// Probes, in the order they came: answered once `paths` are recorded.
+        var probes: [String] = []
         var overflow = false
         var retry = false
         var stop = false
@@ -256,6 +270,7 @@ private final class Inbox: WatchHintSink, @unchecked Sendable {
         case .hint(.path(let path)):
             pending.paths.insert(path)
             stats.events += 1
+        case .hint(.probe(let name)): pending.probes.append(name)
         case .hint(.overflow):
             pending.overflow = true
             stats.overflows += 1
@@ -269,13 +284,13 @@ private final class Inbox: WatchHintSink, @unchecked Sendable {
         condition.broadcast()
     }
 
-    /// Waits for something to do: a stop or a failure at once; paths once the first of them
-    /// is `debounce` old; nothing (an empty batch) at `deadline`.
+    /// Waits for something to do: a stop, a failure or a probe (its reader waits) at once;
+    /// paths once the first of them is `debounce` old; nothing (an empty batch) at `deadline`.
     func next(debounce: Duration, deadline: ContinuousClock.Instant?) -> Batch {
         condition.lock()
         defer { condition.unlock() }
         while true {
-            if pending.stop || pending.failure != nil { break }
+            if pending.stop || pending.failure != nil || !pending.probes.isEmpty { break }
             let now = ContinuousClock.now
             if let first = firstPending, now >= first + debounce { break }
             if let deadline, now >= deadline { break }

@@ -18,7 +18,7 @@ struct Watch: ParsableCommand {
 
             Other processes' saves are printed coalesced: each object's latest version since the watcher last looked, as `created` when the object is new since then.
 
-            While it runs it holds the store's watch lease, so `status` reports the manifest as current; a second watcher on the same store is refused. It stops on SIGINT or SIGTERM within two seconds, during the first scan too, and exits 0. Logs go to stderr; changes go to stdout.
+            While it runs it holds the store's watch lease and answers the probes that `status`, `diff` and `sync` send through its event queue, so they trust the manifest as current without a scan (a stopped watcher does not answer, and they scan); a second watcher on the same store is refused. It stops on SIGINT or SIGTERM within two seconds, during the first scan too, and exits 0. Logs go to stderr; changes go to stdout.
 
             Examples:
               archive-sync watch ./store
