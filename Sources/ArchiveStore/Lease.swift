@@ -75,6 +75,7 @@ extension ArchiveStore {
     /// Records that the lease holder has caught up with the disk and records every change as
     /// it happens from now on.
     package func markManifestCurrent(_ lease: WatchLease) throws {
+        removeStaleWatchProbes()  // from now on each probe gets an answer
         do {
             try manifest.write { try $0.setMeta("watched_since", String(Manifest.now())) }
         } catch {

@@ -40,6 +40,14 @@ package enum WatchProbe {
         let me = ProcessIdentity.current
         return "\(prefix)\(me.pid).\(me.startTime).\(counter.add(1, ordering: .relaxed).newValue)"
     }
+
+    /// The reader that made the probe `name`, or nil when the name is not one.
+    static func owner(of name: String) -> ProcessIdentity? {
+        guard isProbe(name) else { return nil }
+        let parts = name.dropFirst(prefix.count).split(separator: ".")
+        guard parts.count == 3, let pid = Int32(parts[0]), let start = Int64(parts[1]) else { return nil }
+        return ProcessIdentity(pid: pid, startTime: start)
+    }
 }
 
 extension ArchiveStore {
@@ -72,6 +80,16 @@ extension ArchiveStore {
         }
         // No answer in time. If the probe is already gone, the answer came just now.
         return unlinkat(root, name, 0) != 0 && errno == ENOENT
+    }
+
+    /// Removes the probes of readers that died waiting while no watcher answered (a watcher
+    /// that starts gets no event for them). Probes of live readers are theirs to remove.
+    package func removeStaleWatchProbes() {
+        guard let entries = try? FileSystem.listDirectory(root, path: path) else { return }
+        for entry in entries {
+            guard let owner = WatchProbe.owner(of: entry.name), !owner.isRunning else { continue }
+            _ = unlinkat(root, entry.name, 0)
+        }
     }
 
     /// The watcher's answer to the probe `name` (a root entry named by ``WatchProbe``): called

@@ -35,4 +35,17 @@ import Testing
             #expect(try FileManager.default.contentsOfDirectory(atPath: store.path).filter { $0.hasPrefix(".archive-sync-probe.") }.isEmpty)
         }
     }
+
+    /// A reader killed while no watcher answered leaves its probe; the next watcher, which
+    /// gets no event for it, removes it once it has caught up. Other dot files stay.
+    @Test func aStartingWatcherRemovesTheProbesOfDeadReaders() async throws {
+        let stale = ".archive-sync-probe.\(getpid()).1.7"  // this pid, but another start time: a dead reader
+        let other = ".archive-sync-probe.not-a-reader"
+        try await withWatchedStore(prepare: { _, path in
+            for name in [stale, other] { try writeFile(path + "/" + name, "") }
+        }) { watched in
+            let names = try FileManager.default.contentsOfDirectory(atPath: watched.path)
+            #expect(!names.contains(stale) && names.contains(other), "\(names)")
+        }
+    }
 }
