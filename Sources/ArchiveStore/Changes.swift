@@ -6,6 +6,12 @@ import Synchronization
 /// Changes this process records are published the moment their transaction commits. While
 /// the store follows other processes (a watcher runs), it also reads the manifest for
 /// changes they recorded, by sequence number, and publishes those it has not published yet.
+///
+/// The manifest keeps one row per object, so what other processes recorded between two
+/// reads is coalesced, as CouchDB's changes feed does: each object's latest change, once.
+/// A life that began between the two reads is reported as `created` (at its latest version),
+/// never as `modified`: a subscriber never hears of a modification of an object it has not
+/// been told exists.
 final class ChangeFeed: Sendable {
     private struct State {
         var subscribers: [Int: AsyncStream<StoreChange>.Continuation] = [:]
@@ -101,11 +107,18 @@ final class ChangeFeed: Sendable {
 
     /// Publishes what the manifest recorded after the watermark and this process did not
     /// publish itself. Called with the manifest connection locked.
-    func publishOthers(_ changes: [StoreChange]) {
+    func publishOthers(_ changes: [(change: StoreChange, lifeBegan: Int?)]) {
         let (fresh, subscribers) = state.withLock { state -> ([StoreChange], [AsyncStream<StoreChange>.Continuation]) in
-            guard state.watermark != nil else { return ([], []) }
-            let fresh = changes.filter { !state.publishedAbove.contains($0.sequence) }
-            if let last = changes.last?.sequence, last > state.watermark! {
+            guard let watermark = state.watermark else { return ([], []) }
+            let fresh = changes.compactMap { change, lifeBegan -> StoreChange? in
+                guard !state.publishedAbove.contains(change.sequence) else { return nil }
+                // Begun after the last read and not by this process: no subscriber has seen it.
+                guard change.kind == .modified, let lifeBegan, lifeBegan > watermark, !state.publishedAbove.contains(lifeBegan) else {
+                    return change
+                }
+                return StoreChange(id: change.id, kind: .created, version: change.version, origin: change.origin, sequence: change.sequence)
+            }
+            if let last = changes.last?.change.sequence, last > watermark {
                 state.watermark = last
                 state.publishedAbove = state.publishedAbove.filter { $0 > last }
             }
@@ -125,7 +138,11 @@ extension ArchiveStore {
     /// It delivers this process's own saves, restores and removals (origin `local`) and what
     /// this process's scans find (`external`). While a watcher runs in this process
     /// (`ArchiveWatch`'s `store.startWatching()`), it also delivers what other processes
-    /// wrote: each object's latest change, once (`external`, or `sync` for a sync's).
+    /// wrote: each object's latest change since the watcher last read the manifest, once
+    /// (`external`, or `sync` for a sync's). Versions another process recorded in between are
+    /// not delivered one by one (``ArchiveStore/history(_:)`` keeps them), but an object
+    /// created (or re-created after a delete) in between is delivered as `created`, never as
+    /// `modified`; a `deleted` may name an object created and deleted in between.
     ///
     /// ```swift
     /// for await change in store.changes {

@@ -76,15 +76,19 @@ public struct VerifyReport: Sendable, Codable {
 
 extension ArchiveStore {
     /// The store's summary.
+    ///
+    /// When a watcher holds the lease, it is first asked, through its event queue, whether it
+    /// has caught up (``WatcherStatus/caughtUp``); a stopped one costs half a second.
     public func status() throws -> StoreStatus {
-        try withManifest { manifest in
+        let caughtUp = try watcherHasCaughtUp()  // before the read: its answer may record changes
+        return try withManifest { manifest in
             try manifest.read { tx in
                 let totals = try tx.totals()
                 return StoreStatus(
                     path: path, replica: replica, objects: totals.objects, bytes: totals.bytes,
                     collections: try tx.collections().count, sequence: try tx.currentSequence(),
                     lastScan: try tx.meta("last_scan").flatMap { Int64($0) }.map { Date(timeIntervalSince1970: Double($0) / 1e9) },
-                    historyLimit: try tx.historyLimit(), watcher: try currentWatcher(tx))
+                    historyLimit: try tx.historyLimit(), watcher: try currentWatcher(tx, caughtUp: caughtUp))
             }
         }
     }

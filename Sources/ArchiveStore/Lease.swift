@@ -12,6 +12,11 @@ public struct WatcherStatus: Sendable, Codable, Equatable {
     /// When its first scan finished and it began recording every change as it happens; nil
     /// while that first scan still runs (the manifest may lag the disk until then).
     public let currentSince: Date?
+    /// True when it answered a probe through its event queue just now (see ``WatchProbe``):
+    /// every change made before ``ArchiveStore/status()`` was called is in the manifest. False
+    /// when it did not answer in time (stopped, hung, or far behind): the manifest may lag the
+    /// disk, and `diff`, `sync` and the like scan as if no watcher ran.
+    public let caughtUp: Bool
 }
 
 /// A store's watch lease: an exclusive `flock` on `.archive-sync/watch.lock`, which the kernel
@@ -70,6 +75,7 @@ extension ArchiveStore {
     /// Records that the lease holder has caught up with the disk and records every change as
     /// it happens from now on.
     package func markManifestCurrent(_ lease: WatchLease) throws {
+        removeStaleWatchProbes()  // from now on each probe gets an answer
         do {
             try manifest.write { try $0.setMeta("watched_since", String(Manifest.now())) }
         } catch {
@@ -77,8 +83,9 @@ extension ArchiveStore {
         }
     }
 
-    /// The live watcher of this store, if one holds the lease.
-    func currentWatcher(_ tx: ManifestTransaction) throws -> WatcherStatus? {
+    /// The live watcher of this store, if one holds the lease; `caughtUp` is whether it
+    /// answered a probe just before this transaction.
+    func currentWatcher(_ tx: ManifestTransaction, caughtUp: Bool = false) throws -> WatcherStatus? {
         guard let fd = try openLeaseFile(create: false) else { return nil }
         defer { close(fd) }
         if flock(fd, LOCK_SH | LOCK_NB) == 0 {  // nobody holds it
@@ -87,7 +94,8 @@ extension ArchiveStore {
         }
         guard let pid = Self.holder(of: fd) else { return nil }
         let since = try tx.meta("watcher") == String(pid) ? try tx.meta("watched_since").flatMap { Int64($0) } : nil
-        return WatcherStatus(pid: pid, currentSince: since.map { Date(timeIntervalSince1970: Double($0) / 1e9) })
+        return WatcherStatus(
+            pid: pid, currentSince: since.map { Date(timeIntervalSince1970: Double($0) / 1e9) }, caughtUp: caughtUp && since != nil)
     }
 
     private var leasePath: String { path + "/" + FileName.metadataDirectory + "/" + Self.leaseFile }

@@ -178,6 +178,7 @@ final class Manifest: Sendable {
             replica TEXT NOT NULL,
             kind TEXT,
             origin TEXT,
+            created_seq INTEGER,
             PRIMARY KEY(collection, key)
         ) WITHOUT ROWID;
         CREATE INDEX IF NOT EXISTS objects_by_seq ON objects(seq);
@@ -247,7 +248,8 @@ final class Manifest: Sendable {
         // Stores made before the change stream lack the columns that tell other processes
         // what kind of change a row is and who made it; adding them is instant. Stores made
         // before a table was added lack it: `schema` creates whatever is missing.
-        let needsColumns = try !Self.tableNames.allSatisfy(db.hasTable) || !db.hasColumn("origin", in: "objects")
+        let needsColumns =
+            try !Self.tableNames.allSatisfy(db.hasTable) || !db.hasColumn("origin", in: "objects") || !db.hasColumn("created_seq", in: "objects")
         var current = try settings()
         if current == nil || needsColumns || current!.format < Self.formatVersion || (requestedLimit != nil && requestedLimit != current?.limit) {
             try db.execute("BEGIN IMMEDIATE")
@@ -255,6 +257,10 @@ final class Manifest: Sendable {
                 try db.execute(Self.schema)
                 if try !db.hasColumn("origin", in: "objects") {
                     try db.execute("ALTER TABLE objects ADD COLUMN kind TEXT; ALTER TABLE objects ADD COLUMN origin TEXT;")
+                }
+                if try !db.hasColumn("created_seq", in: "objects") {
+                    // Rows without it were created before any watcher that reads it followed.
+                    try db.execute("ALTER TABLE objects ADD COLUMN created_seq INTEGER")
                 }
                 if let format = try settings()?.format, format < Self.formatVersion {
                     try Self.migrateHistory(db)
@@ -453,19 +459,22 @@ final class ManifestTransaction {
     }
 
     /// The latest change of every object changed after `sequence`, by any process, in
-    /// sequence order. Changes recorded by another process are `external` (or `sync`) here.
-    func changes(after sequence: Int) throws -> [StoreChange] {
-        var changes: [StoreChange] = []
+    /// sequence order, each with the sequence of the change that began the object's current
+    /// life (its creation, or its re-creation after a delete) when known. Changes recorded by
+    /// another process are `external` (or `sync`) here.
+    func changes(after sequence: Int) throws -> [(change: StoreChange, lifeBegan: Int?)] {
+        var changes: [(change: StoreChange, lifeBegan: Int?)] = []
         try db.query(
-            "SELECT collection, key, version, deleted, seq, kind, origin FROM objects WHERE seq > ? ORDER BY seq", [.integer(Int64(sequence))]
+            "SELECT collection, key, version, deleted, seq, kind, origin, created_seq FROM objects WHERE seq > ? ORDER BY seq",
+            [.integer(Int64(sequence))]
         ) { row in
             let version = Int(row.int(2))
             let derived: StoreChange.Kind = row.int(3) != 0 ? .deleted : version == 1 ? .created : .modified
             let kind = row.isNull(5) ? derived : StoreChange.Kind(rawValue: row.text(5)) ?? derived
             let origin: StoreChange.Origin = !row.isNull(6) && row.text(6) == StoreChange.Origin.sync.rawValue ? .sync : .external
-            changes.append(
-                StoreChange(
-                    id: ObjectID(unchecked: row.text(0), key: row.text(1)), kind: kind, version: version, origin: origin, sequence: Int(row.int(4))))
+            let change = StoreChange(
+                id: ObjectID(unchecked: row.text(0), key: row.text(1)), kind: kind, version: version, origin: origin, sequence: Int(row.int(4)))
+            changes.append((change, row.optionalInt(7).map { Int($0) }))
         }
         return changes
     }
@@ -570,8 +579,9 @@ final class ManifestTransaction {
         let stamp = change.stamp
         try db.run(
             """
-            INSERT OR REPLACE INTO objects(\(Self.objectColumns))
-            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT OR REPLACE INTO objects(\(Self.objectColumns), created_seq)
+            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+                   coalesce(?, (SELECT created_seq FROM objects WHERE collection = ?1 AND key = ?2)))
             """,
             [
                 .text(change.id.collection), .text(change.id.key), .text(change.file), .integer(Int64(version)), .text(vector.description),
@@ -580,6 +590,9 @@ final class ManifestTransaction {
                 stamp.map { .integer(Int64(bitPattern: $0.inode)) } ?? .null, .integer(stamp.map { isRacy($0) ? 1 : 0 } ?? 0),
                 .integer(modified), .integer(change.content == nil ? 1 : 0), schemaValue, .integer(Int64(sequence)), .text(author.rawValue),
                 .text(kind.rawValue), .text(change.origin.rawValue),
+                // Where the object's current life began: the change stream reports it as created to
+                // readers that last looked before then (see `ChangeFeed`).
+                kind == .created ? .integer(Int64(sequence)) : .null,
             ])
         try db.run(
             "INSERT INTO history(collection, key, version, file, hash, size, modified, deleted, replica, vector, schema, data) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

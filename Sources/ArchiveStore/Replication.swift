@@ -263,9 +263,10 @@ extension ArchiveStore {
     }
 
     /// True when a watcher holds the store's lease and has caught up with the disk, so the
-    /// manifest is current without a scan.
+    /// manifest is current without a scan: it answered a probe through its event queue in
+    /// time (see ``WatchProbe``). A stopped or stuck watcher does not.
     package func isKeptCurrentByWatcher() throws -> Bool {
-        try withManifest { try $0.read { tx in try currentWatcher(tx)?.currentSince != nil } }
+        try watcherHasCaughtUp()
     }
 
     /// Takes the store's sync lock (an exclusive `flock` on `.archive-sync/sync.lock`, which

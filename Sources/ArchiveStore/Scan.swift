@@ -66,6 +66,14 @@ extension ArchiveStore {
     /// - Parameter progress: called now and then with the changed files read so far and how
     ///   many there are, while they are read and recorded.
     public func scan(progress: ((_ done: Int, _ total: Int) -> Void)? = nil) throws -> ScanReport {
+        try scan(progress: progress, until: { false })
+    }
+
+    /// ``scan(progress:)``, stopped early when `shouldStop` returns true: it is asked before
+    /// each collection directory and each chunk of files recorded (a fraction of a second
+    /// apart), and then the scan throws `CancellationError`. What it recorded stays recorded
+    /// (each chunk is a transaction); the next scan finds the rest.
+    package func scan(progress: ((_ done: Int, _ total: Int) -> Void)? = nil, until shouldStop: () -> Bool) throws -> ScanReport {
         try requireRecovered()
         do {
             var report = ScanReport()
@@ -81,6 +89,7 @@ extension ArchiveStore {
             var listed: [(name: String, stamp: DirectoryStamp?, stampedAt: Int64)] = []
             var present: Set<ExactName> = []
             for entry in try FileSystem.listDirectory(root, path: path) where !FileName.isReserved(entry.name) {
+                if shouldStop() { throw CancellationError() }
                 present.insert(ExactName(entry.name))
                 let recorded = stamps[ExactName(entry.name)]
                 guard let listing = try listCollection(entry.name, type: entry.type, unlessUnchangedSince: recorded) else { continue }  // gone since listed
@@ -106,7 +115,7 @@ extension ArchiveStore {
             for collection in unseen {
                 try addLiveObjects(of: collection.string, directoryName: FileName.encode(collection.string), to: &candidates)
             }
-            try record(candidates, into: &report, progress: progress)
+            try record(candidates, into: &report, progress: progress, until: shouldStop)
             // Directories holding an ignored entry (or ignored themselves) are listed every time.
             let unclean = Set(report.ignored.map { ExactName(String($0.path.prefix { $0 != "/" })) })
             try manifest.write { tx in
@@ -121,6 +130,8 @@ extension ArchiveStore {
                 for name in stamps.keys where !present.contains(name) { try tx.setDirectoryStamp(name.string, nil) }
             }
             return report
+        } catch let error as CancellationError {
+            throw error
         } catch {
             throw ArchiveError.wrap(error)
         }
@@ -129,8 +140,9 @@ extension ArchiveStore {
     /// Records what changed in some entries of the store only, exactly as ``scan(progress:)``
     /// would: each path is a collection directory (`Person`) or a file in one
     /// (`Person/person1.json`), relative to the store and named as on disk. A watcher, which
-    /// knows what changed, scans only that.
-    package func scan(paths: some Sequence<String>) throws -> ScanReport {
+    /// knows what changed, scans only that. Stops early, as ``scan(progress:until:)`` does,
+    /// when `shouldStop` returns true.
+    package func scan(paths: some Sequence<String>, until shouldStop: () -> Bool = { false }) throws -> ScanReport {
         try requireRecovered()
         do {
             var report = ScanReport()
@@ -170,8 +182,10 @@ extension ArchiveStore {
                 }
                 try examine(listing, of: collection, into: &candidates, report: &report)
             }
-            try record(candidates, into: &report, progress: nil)
+            try record(candidates, into: &report, progress: nil, until: shouldStop)
             return report
+        } catch let error as CancellationError {
+            throw error
         } catch {
             throw ArchiveError.wrap(error)
         }
@@ -366,9 +380,12 @@ extension ArchiveStore {
 
     /// Reads and records the candidates, in chunks so that other writers are not locked out
     /// for the whole scan.
-    private func record(_ candidates: [Candidate], into report: inout ScanReport, progress: ((_ done: Int, _ total: Int) -> Void)?) throws {
+    private func record(
+        _ candidates: [Candidate], into report: inout ScanReport, progress: ((_ done: Int, _ total: Int) -> Void)?, until shouldStop: () -> Bool
+    ) throws {
         var index = 0
         while index < candidates.count {
+            if shouldStop() { throw CancellationError() }
             let chunk = candidates[index..<min(index + 512, candidates.count)]
             index += chunk.count
             let (changes, touched, unreadable) = try manifest.write { tx in

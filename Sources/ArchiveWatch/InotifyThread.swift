@@ -12,6 +12,9 @@ enum WatchHint: Sendable {
     /// Something changed at this path, relative to the store: a collection directory
     /// (`Person`) or a file in one (`Person/person1.json`).
     case path(String)
+    /// A reader created this probe in the store's root (see `WatchProbe`): every hint about
+    /// what happened before it has been given already.
+    case probe(String)
     /// The kernel's event queue overflowed: events were lost, so everything must be scanned.
     case overflow
     /// Watching cannot go on.
@@ -254,6 +257,10 @@ private final class Watches {
             // open; the manifest's directory going away is the sign that the store is gone.
             store.sink.post(.failed(.storeRemoved(path: store.root)))
             remove(store: id, root: access(store.root, F_OK) == 0 ? .present : .deleted)
+            return
+        }
+        if mask & UInt32(IN_CREATE) != 0, mask & UInt32(IN_ISDIR) == 0, WatchProbe.isProbe(name) {
+            store.sink.post(.probe(name))
             return
         }
         guard !name.isEmpty, !name.hasPrefix("."), mask & UInt32(IN_ISDIR) != 0 else { return }

@@ -67,6 +67,9 @@ public struct WatchStatistics: Sendable, Codable, Equatable {
     public var overflows = 0
     /// Full scans after the first: overflows, periodic rescans, retries after an error.
     public var fullScans = 0
+    /// Probes answered: readers (`status`, `diff`, `sync`) told that everything before their
+    /// probe is recorded, so that they need not scan.
+    public var probes = 0
 }
 
 extension ArchiveStore {
@@ -86,8 +89,12 @@ extension ArchiveStore {
     /// is that scan. It runs until ``StoreWatcher/stop()`` or until it fails (the store is
     /// deleted while watched): ``StoreWatcher/wait()`` tells which.
     ///
+    /// When the calling task is cancelled during the first scan, the scan stops within a
+    /// fraction of a second, what it recorded stays recorded, the lease is released, and this
+    /// throws `CancellationError`: the next watcher's (or scan's) first scan records the rest.
+    ///
     /// - Throws: ``ArchiveError/alreadyWatched(path:pid:)`` when another watcher holds the
-    ///   lease; ``WatchError`` when inotify cannot watch the store.
+    ///   lease; ``WatchError`` when inotify cannot watch the store; `CancellationError`.
     public func startWatching(_ options: WatchOptions = WatchOptions()) throws -> StoreWatcher {
         try StoreWatcher(store: self, options: options)
     }
@@ -114,7 +121,7 @@ public final class StoreWatcher: Sendable {
             // Watch first, then scan: a change made during the scan is either in the scan or
             // in an event after it (a few are in both; recording one twice changes nothing).
             try InotifyThread.shared.add(store: ObjectIdentifier(store), root: store.path, sink: inbox)
-            initialScan = try store.scan().counts
+            initialScan = try store.scan(until: { Task.isCancelled }).counts
             try store.markManifestCurrent(lease)
             archive_trim_heap()
         } catch {
@@ -131,8 +138,9 @@ public final class StoreWatcher: Sendable {
     /// What the watcher has done so far.
     public var statistics: WatchStatistics { inbox.statistics }
 
-    /// Stops watching: the change being recorded (if any) finishes, nothing more is, and the
-    /// lease is released. Returns at once; ``wait()`` returns when the watcher has stopped.
+    /// Stops watching: the chunk of changes being recorded (if any) finishes, nothing more is
+    /// (a full scan stops halfway; the next one records the rest), and the lease is released.
+    /// Returns at once; ``wait()`` returns when the watcher has stopped.
     public func stop() {
         inbox.post(.stop)
     }
@@ -167,12 +175,13 @@ public final class StoreWatcher: Sendable {
                 break
             }
             let rescan = batch.overflow || batch.retry || nextRescan.map { clock.now >= $0 } ?? false
+            let stopRequested = { [inbox] in inbox.stopRequested }
             do {
                 if rescan {
                     if batch.overflow {
                         logger.notice("the kernel's event queue overflowed: scanning the whole store", metadata: ["store": "\(store.path)"])
                     }
-                    let report = try store.scan()
+                    let report = try store.scan(until: stopRequested)
                     // A full scan's tables (every row's stamp) are freed now; give the pages back.
                     archive_trim_heap()
                     inbox.count { $0.fullScans += 1 }
@@ -181,10 +190,13 @@ public final class StoreWatcher: Sendable {
                         metadata: ["store": "\(store.path)"])
                     nextRescan = options.rescanInterval.map { clock.now + $0 }
                 } else if !batch.paths.isEmpty {
-                    _ = try store.scan(paths: batch.paths)
+                    _ = try store.scan(paths: batch.paths, until: stopRequested)
                 }
                 try store.publishOtherProcessesChanges()
+                answer(batch.probes)
                 retryDelay = 1
+            } catch is CancellationError {
+                continue  // a stop came; the next batch hands it over
             } catch {
                 if !store.directoryExists {
                     failure = WatchError.storeRemoved(path: store.path)
@@ -204,6 +216,14 @@ public final class StoreWatcher: Sendable {
         lease.release()
         if let failure { logger.error("\(failure)", metadata: ["store": "\(store.path)"]) }
         inbox.finish(failure.map { .failure($0) } ?? .success(()))
+    }
+
+    /// Answers probes that came after every path just recorded (see `WatchProbe`). Probes of
+    /// a batch that failed get no answer: their readers scan.
+    private func answer(_ probes: [String]) {
+        guard !probes.isEmpty else { return }
+        inbox.count { $0.probes += probes.count }  // first: a reader may look as soon as it has its answer
+        for probe in probes { store.answerWatchProbe(probe) }
     }
 }
 
@@ -226,6 +246,8 @@ private final class Inbox: WatchHintSink, @unchecked Sendable {
 
     struct Batch {
         var paths: Set<String> = []
+        /// Probes, in the order they came: answered once `paths` are recorded.
+        var probes: [String] = []
         var overflow = false
         var retry = false
         var stop = false
@@ -248,6 +270,7 @@ private final class Inbox: WatchHintSink, @unchecked Sendable {
         case .hint(.path(let path)):
             pending.paths.insert(path)
             stats.events += 1
+        case .hint(.probe(let name)): pending.probes.append(name)
         case .hint(.overflow):
             pending.overflow = true
             stats.overflows += 1
@@ -261,13 +284,13 @@ private final class Inbox: WatchHintSink, @unchecked Sendable {
         condition.broadcast()
     }
 
-    /// Waits for something to do: a stop or a failure at once; paths once the first of them
-    /// is `debounce` old; nothing (an empty batch) at `deadline`.
+    /// Waits for something to do: a stop, a failure or a probe (its reader waits) at once;
+    /// paths once the first of them is `debounce` old; nothing (an empty batch) at `deadline`.
     func next(debounce: Duration, deadline: ContinuousClock.Instant?) -> Batch {
         condition.lock()
         defer { condition.unlock() }
         while true {
-            if pending.stop || pending.failure != nil { break }
+            if pending.stop || pending.failure != nil || !pending.probes.isEmpty { break }
             let now = ContinuousClock.now
             if let first = firstPending, now >= first + debounce { break }
             if let deadline, now >= deadline { break }
@@ -296,6 +319,13 @@ private final class Inbox: WatchHintSink, @unchecked Sendable {
             if !condition.wait(until: limit) { break }
         }
         return !pending.stop
+    }
+
+    /// True once a stop is posted (and not yet handed over by ``next(debounce:deadline:)``).
+    var stopRequested: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return pending.stop
     }
 
     func count(_ update: (inout WatchStatistics) -> Void) {

@@ -30,6 +30,10 @@ struct Status: ParsableCommand {
     private func watched(_ watcher: WatcherStatus?) -> String {
         guard let watcher else { return "no (run `archive-sync watch` to keep the manifest current)" }
         guard let since = watcher.currentSince else { return "by pid \(watcher.pid), catching up" }
+        guard watcher.caughtUp else {
+            return
+                "by pid \(watcher.pid), not answering (stopped or far behind): the manifest may lag the disk; `archive-sync scan` records what changed"
+        }
         return "by pid \(watcher.pid), current since \(since.shortDescription)"
     }
 }

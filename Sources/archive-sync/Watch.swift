@@ -16,7 +16,9 @@ struct Watch: ParsableCommand {
         discussion: """
             Scans the store first (to catch up with what changed while nothing watched), then records each change other programs make, through inotify, within milliseconds, and prints it: created/modified/deleted, the object, its new version, who made it. A full scan runs every --rescan-interval seconds as a safety net, and after the kernel's event queue overflows.
 
-            While it runs it holds the store's watch lease, so `status` reports the manifest as current; a second watcher on the same store is refused. It stops on SIGINT or SIGTERM and exits 0. Logs go to stderr; changes go to stdout.
+            Other processes' saves are printed coalesced: each object's latest version since the watcher last looked, as `created` when the object is new since then.
+
+            While it runs it holds the store's watch lease and answers the probes that `status`, `diff` and `sync` send through its event queue, so they trust the manifest as current without a scan (a stopped watcher does not answer, and they scan); a second watcher on the same store is refused. It stops on SIGINT or SIGTERM within two seconds, during the first scan too, and exits 0. Logs go to stderr; changes go to stdout.
 
             Examples:
               archive-sync watch ./store
@@ -70,32 +72,46 @@ struct Watch: ParsableCommand {
 
         let options = WatchOptions(
             debounce: .milliseconds(debounce), rescanInterval: rescanInterval == 0 ? nil : .seconds(rescanInterval), logger: logger)
-        let watcher = try store.startWatching(options)
+        // Started in a task that a stop cancels: the first scan of a large store takes long.
+        let starting = Task.detached { try store.startWatching(options) }
+        stop.whenRequested { starting.cancel() }
+        let watcher: StoreWatcher
+        switch Self.outcome(of: starting) {
+        case .success(let started): watcher = started
+        case .failure(is CancellationError):
+            store.finishChanges()
+            printed.wait()
+            logger.info("stopped watching \(store.path) before it caught up; the next watch or scan records the rest")
+            return
+        case .failure(let error): throw error
+        }
         let scan = watcher.initialScan
         logger.info(
             "watching \(store.path): caught up (\(scan.created) created, \(scan.modified) modified, \(scan.deleted) deleted, \(scan.unchanged) unchanged)"
         )
-        stop.attach(watcher)
+        stop.whenRequested { watcher.stop() }
 
-        let result = TracedMutex<Result<Void, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            do {
-                try await watcher.wait()
-                result.withLock { $0 = .success(()) }
-            } catch {
-                result.withLock { $0 = .failure(error) }
-            }
-            done.signal()
-        }
-        done.wait()
+        let ended = Self.outcome(of: Task { try await watcher.wait() })
         // Print every change recorded before the stop, then end.
         store.finishChanges()
         printed.wait()
-        if case .failure(let error)? = result.withLock({ $0 }) {
+        if case .failure(let error) = ended {
             throw WatchFailed(message: String(describing: error))
         }
         logger.info("stopped watching \(store.path)")
+    }
+
+    /// Blocks this thread until `task` ends, and returns how it ended.
+    private static func outcome<T: Sendable>(of task: Task<T, any Error>) -> Result<T, any Error> {
+        let result = TracedMutex<Result<T, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            let value = await task.result
+            result.withLock { $0 = value }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0! }
     }
 
     private static func line(for change: StoreChange, json: Bool) -> String {
@@ -108,24 +124,26 @@ struct Watch: ParsableCommand {
     }
 }
 
-/// SIGINT or SIGTERM: stops the watcher, or, when it comes before the watcher has started,
-/// stops it as soon as it has.
+/// SIGINT or SIGTERM: runs every action registered, whether it came before or after.
 private final class StopRequest: Sendable {
-    private let state = TracedMutex<(requested: Bool, watcher: StoreWatcher?)>((false, nil))
+    private let state = TracedMutex<(requested: Bool, actions: [@Sendable () -> Void])>((false, []))
 
     func request() {
-        state.withLock { state in
+        let actions = state.withLock { state in
             state.requested = true
-            return state.watcher
-        }?.stop()
+            defer { state.actions = [] }
+            return state.actions
+        }
+        for action in actions { action() }
     }
 
-    func attach(_ watcher: StoreWatcher) {
+    /// Runs `action` when a stop is requested, or now if one was.
+    func whenRequested(_ action: @escaping @Sendable () -> Void) {
         let requested = state.withLock { state in
-            state.watcher = watcher
+            if !state.requested { state.actions.append(action) }
             return state.requested
         }
-        if requested { watcher.stop() }
+        if requested { action() }
     }
 }
 

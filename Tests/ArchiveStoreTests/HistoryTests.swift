@@ -189,6 +189,22 @@ struct HistoryTests {
         }
     }
 
+    /// A store made before rows recorded where each object's life began gets the column when
+    /// opened: its old objects count as created long ago (a change to one is a modification),
+    /// and each creation from then on is recorded where it happened.
+    @Test func aManifestWithoutCreatedSeqGetsItAndKeepsOldObjectsAsCreatedLongAgo() throws {
+        try withManifestOfOneObject { path, db throws in
+            try db.execute("ALTER TABLE objects DROP COLUMN created_seq")
+            let store = try ArchiveStore(directory: path)
+            try store.save(Person(name: "p", age: 2), forKey: "ada")
+            try store.save(Person(name: "q", age: 1), forKey: "bob")
+            try store.save(Person(name: "q", age: 2), forKey: "bob")
+            let rows = try store.manifest.read { try $0.changes(after: 0) }
+            #expect(
+                rows.map { "\($0.change.id.key) \($0.change.kind) \($0.lifeBegan.map(String.init) ?? "-")" } == ["ada modified -", "bob modified 3"])
+        }
+    }
+
     @Test func aManifestOfALaterFormatIsRefusedUntouched() throws {
         try withManifestOfOneObject { path, db throws in
             try db.execute("UPDATE meta SET value = '3' WHERE name = 'format'")

@@ -66,4 +66,27 @@ import Testing
             #expect(try watched.store.objects(in: "Person").map(\.version) == [modified.version])
         }
     }
+
+    /// Another process creates an object and saves it twice more while the watcher gathers
+    /// events (2 s): the three versions reach the stream as one change, the latest, and as
+    /// `created`, since no subscriber has heard of the object (not `modified` version 3).
+    @Test func anObjectCreatedAndModifiedBetweenTwoReadsIsDeliveredAsCreated() async throws {
+        try await withWatchedStore(watchOptions(debounce: .seconds(2))) { watched in
+            let other = try ArchiveStore(directory: watched.path)  // its own feed: another process's writes
+            let id = try watched.id("Person/n")
+            for age in 1...3 { try other.save(Person(name: "N", age: age), forKey: "n") }
+            let seen = try await watched.log.wait(for: "a change of Person/n") { $0.contains { $0.id == id } }
+            #expect(seen.first { $0.id == id }.map(describe)?.hasPrefix("created Person/n v3 external") == true, "\(seen.map(describe))")
+
+            // Once heard of, its next version is a modification; a re-creation after a delete is a creation.
+            try other.save(Person(name: "N", age: 4), forKey: "n")
+            #expect(try await watched.log.wait(for: .modified, of: id).version == 4)
+            try other.remove(Person.self, forKey: "n")
+            try other.save(Person(name: "N", age: 5), forKey: "n")
+            try other.save(Person(name: "N", age: 6), forKey: "n")
+            // (Not `settle()`: it expects every sequence, and coalescing skips the delete's.)
+            let seen2 = try await watched.log.wait(for: "Person/n v7") { $0.contains { $0.id == id && $0.version == 7 } }
+            #expect(seen2.filter { $0.id == id }.map { "\($0.kind) v\($0.version)" } == ["created v3", "modified v4", "created v7"])
+        }
+    }
 }

@@ -84,10 +84,16 @@ import Testing
             // thread: the stop must wake the watcher, not only the waiter. (A stop lost that way
             // never arrives; the deadline is long because every watcher of this test process
             // shares one inotify thread, which other suites keep busy with bursts of files.)
-            let waiter = Task.detached { watcher.waitUntilStopped(timeout: .seconds(60)) }
-            try await Task.sleep(for: .milliseconds(200))
-            watcher.stop()
-            #expect(await waiter.value, "the watcher did not stop")
+            // The waiter is a thread of its own: blocking one of the few threads tasks run on
+            // could keep this test from reaching its stop while other suites block the rest.
+            let stopped = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                Thread { continuation.resume(returning: watcher.waitUntilStopped(timeout: .seconds(60))) }.start()
+                Thread {
+                    Thread.sleep(forTimeInterval: 0.2)
+                    watcher.stop()
+                }.start()
+            }
+            #expect(stopped, "the watcher did not stop")
         }
     }
 }
