@@ -66,6 +66,7 @@ extension ArchiveStore {
     /// - Parameter progress: called now and then with the changed files read so far and how
     ///   many there are, while they are read and recorded.
     public func scan(progress: ((_ done: Int, _ total: Int) -> Void)? = nil) throws -> ScanReport {
+        try refuseIfReadOnly()  // it records, and removes dead processes' temp files
         do {
             var report = ScanReport()
             var candidates: [Candidate] = []
