@@ -9,7 +9,13 @@ struct StoreArgument: ParsableArguments {
 
     /// Opens the store, refusing a directory that is not one.
     func open() throws -> ArchiveStore {
-        try ArchiveStore(directory: store, options: .init(create: false))
+        let opened = try ArchiveStore(directory: store, options: .init(create: false))
+        if opened.interruptedWrites > 0 {
+            printError(
+                "note: \(store) is read-only and holds \(opened.interruptedWrites) interrupted write(s) that only a process that can write it can finish; what is read here is the last recorded state"
+            )
+        }
+        return opened
     }
 }
 
