@@ -98,10 +98,11 @@ public final class ArchiveStore: Sendable {
             opened = rootHandle.fd
             root = rootHandle.fd
             let metadata = FileName.metadataDirectory
+            var madeMetadata = false
             switch try FileSystem.status(metadata, in: root, path: directory + "/" + metadata)?.kind {
             case .directory?: break
             case nil where options.create:
-                try FileSystem.makeDirectory(metadata, in: root, path: directory + "/" + metadata)
+                madeMetadata = try FileSystem.makeDirectory(metadata, in: root, path: directory + "/" + metadata)
                 try FileSystem.sync(root, path: directory)
             case nil:
                 throw ArchiveError.notAStore(
@@ -118,7 +119,7 @@ public final class ArchiveStore: Sendable {
             defer { free(resolved) }
             manifest = try Manifest.open(
                 store: directory, resolved: String(cString: resolved), root: root, metadata: metadataHandle, historyLimit: options.historyLimit,
-                mayCreate: options.create, readOnly: Self.writeRefusal(root: root, path: directory))
+                mayCreate: options.create, madeMetadata: madeMetadata, readOnly: Self.writeRefusal(root: root, path: directory))
             manifestInode = try FileSystem.status(Manifest.fileName, in: metadataHandle.fd, path: directory)?.stamp.inode ?? 0
             // Recovery writes: on a store that cannot be written, reads see the last recorded state.
             interruptedWrites = manifest.writeRefusal == nil ? 0 : try manifest.read { try $0.intents().count { !$0.owner.isRunning } }

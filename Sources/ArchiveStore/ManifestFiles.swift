@@ -23,14 +23,17 @@ extension Manifest {
     /// - Parameters:
     ///   - resolved: the store's real path (SQLite opens by path).
     ///   - mayCreate: whether a store without a manifest yet may get one.
+    ///   - madeMetadata: whether this open made the metadata directory (adopting a directory
+    ///     of archives, or making a store), which no manifest can have been in.
     ///   - readOnly: why the store cannot be written, when it cannot.
     static func open(
-        store: String, resolved: String, root: Int32, metadata: FileHandle, historyLimit: Int?, mayCreate: Bool, readOnly: ArchiveError?
+        store: String, resolved: String, root: Int32, metadata: FileHandle, historyLimit: Int?, mayCreate: Bool, madeMetadata: Bool,
+        readOnly: ArchiveError?
     ) throws -> Manifest {
         let path = resolved + "/" + FileName.metadataDirectory + "/" + fileName
         switch try FileSystem.status(fileName, in: metadata.fd, path: path) {
         case nil:
-            guard mayCreate, readOnly == nil, try isUnused(metadata: metadata, root: root, path: store) else {
+            guard mayCreate, readOnly == nil, try madeMetadata || isUnused(metadata: metadata, root: root, path: store) else {
                 throw ArchiveError.damagedManifest(store: store, problem: "is missing")
             }
             try create(at: path, replica: .random(), historyLimit: historyLimit ?? defaultHistoryLimit)

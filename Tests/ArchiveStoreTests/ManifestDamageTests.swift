@@ -138,6 +138,11 @@ import Testing
                 return
             }
             #expect(!entryExists(other + "/.archive-sync/manifest.sqlite"))
+
+            // A directory of archives with no metadata directory at all is adopted.
+            try FileManager.default.removeItem(atPath: other + "/.archive-sync")
+            let adopted = try ArchiveStore(directory: other)
+            #expect(try adopted.scan().created == 1)
         }
     }
 
