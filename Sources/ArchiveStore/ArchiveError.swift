@@ -48,6 +48,12 @@ public enum ArchiveError: ExitStatusError, Sendable, Equatable {
     /// A write was refused because an interrupted write could not yet be recovered (see
     /// ``ArchiveStore/pendingRecovery``); nothing was changed.
     case recoveryPending(PendingRecovery)
+    /// The store's manifest is missing, empty or damaged, so the store was not opened (and
+    /// nothing was changed): `archive-sync repair` rebuilds it from the object files.
+    case damagedManifest(store: String, problem: String)
+    /// The store can be read but not written (a read-only file system, no write permission);
+    /// the write was refused before anything changed.
+    case readOnly(path: String, reason: String)
 
     public var description: String {
         switch self {
@@ -100,13 +106,18 @@ public enum ArchiveError: ExitStatusError, Sendable, Equatable {
         case .recoveryPending(let pending):
             return
                 "nothing was written: the recovery of \(pending.what) must complete first, and it is waiting for \(pending.waitingFor) (\(pending.cause))"
+        case .damagedManifest(let store, let problem):
+            return
+                "\(store) is not a usable store: its manifest (\(FileName.metadataDirectory)/manifest.sqlite) \(problem); run `archive-sync repair \(store)` to rebuild it from the object files (its history cannot be recovered)"
+        case .readOnly(let path, let reason):
+            return "\(path) is read-only (\(reason)): it can be read (ls, get, history, status, verify) but not changed"
         }
     }
 
     /// True when the failure lies in what the caller passed in, not in the store or the system.
     public var isBadInput: Bool {
         switch self {
-        case .invalidKey, .invalidCollection, .invalidID, .invalidInput, .notAStore, .notFound, .versionNotKept,
+        case .invalidKey, .invalidCollection, .invalidID, .invalidInput, .notAStore, .damagedManifest, .notFound, .versionNotKept,
             .unknownCodec, .undecodable, .unencodable:
             return true
         default:

@@ -54,8 +54,18 @@ public final class ArchiveStore: Sendable {
         (try? manifest.read { try $0.historyLimit() }) ?? Manifest.defaultHistoryLimit
     }
 
+    /// Whether this process can only read the store (a read-only file system, or no write
+    /// permission): reads work, and every write throws ``ArchiveError/readOnly(path:reason:)``.
+    public var isReadOnly: Bool { manifest.writeRefusal != nil }
+    /// Writes that a killed process left half-recorded and that this open could not finish,
+    /// because the store is read-only: reads see the last recorded state, without them. The
+    /// first open that can write finishes them. Always 0 for a store that can be written.
+    public let interruptedWrites: Int
+
     let options: Options
     let manifest: Manifest
+    /// The inode of the manifest file as opened, to notice it being removed or replaced.
+    let manifestInode: UInt64
     /// The store's root directory, opened once: every other name is resolved from it.
     let root: Int32
     /// Whether a recovery of interrupted writes waits (``pendingRecovery``).
@@ -64,7 +74,12 @@ public final class ArchiveStore: Sendable {
     /// Opens the store in `directory`, creating it when missing (unless `options.create` is false).
     ///
     /// Opening finishes any write that a killed process left half-recorded: it removes that
-    /// process's temp files and records what its renames left on disk.
+    /// process's temp files and records what its renames left on disk (unless the store is
+    /// read-only: see ``interruptedWrites``).
+    ///
+    /// Only a store that has never had a manifest gets a new one. A store whose manifest is
+    /// missing, empty or damaged is refused with ``ArchiveError/damagedManifest(store:problem:)``
+    /// and left as it is; ``repair(directory:force:)`` rebuilds it.
     public init(directory: String, options: Options = Options()) throws {
         if let limit = options.historyLimit, limit < 1 {
             throw ArchiveError.invalidInput("the history limit must be at least 1, not \(limit)")
@@ -85,10 +100,11 @@ public final class ArchiveStore: Sendable {
             opened = rootHandle.fd
             root = rootHandle.fd
             let metadata = FileName.metadataDirectory
+            var madeMetadata = false
             switch try FileSystem.status(metadata, in: root, path: directory + "/" + metadata)?.kind {
             case .directory?: break
             case nil where options.create:
-                try FileSystem.makeDirectory(metadata, in: root, path: directory + "/" + metadata)
+                madeMetadata = try FileSystem.makeDirectory(metadata, in: root, path: directory + "/" + metadata)
                 try FileSystem.sync(root, path: directory)
             case nil:
                 throw ArchiveError.notAStore(
@@ -98,15 +114,22 @@ public final class ArchiveStore: Sendable {
             default:
                 throw ArchiveError.notAStore(path: directory, reason: "\(metadata) is not a directory")
             }
+            let metadataHandle = try FileSystem.openDirectory(metadata, in: root, path: directory + "/" + metadata)
+            defer { metadataHandle.close() }
             // SQLite opens by path: the resolved one, so that its no-symlink rule applies inside the store only.
             guard let resolved = realpath(directory, nil) else { throw SystemCallError(call: "realpath", path: directory, errno: errno) }
             defer { free(resolved) }
-            manifest = try Manifest(path: String(cString: resolved) + "/\(metadata)/manifest.sqlite", historyLimit: options.historyLimit)
+            manifest = try Manifest.open(
+                store: directory, resolved: String(cString: resolved), root: root, metadata: metadataHandle, historyLimit: options.historyLimit,
+                mayCreate: options.create, madeMetadata: madeMetadata, readOnly: Self.writeRefusal(root: root, path: directory))
+            manifestInode = try FileSystem.status(Manifest.fileName, in: metadataHandle.fd, path: directory)?.stamp.inode ?? 0
+            // Recovery writes: on a store that cannot be written, reads see the last recorded state.
+            interruptedWrites = manifest.writeRefusal == nil ? 0 : try manifest.read { try $0.intents().count { !$0.owner.isRunning } }
         } catch {
             if opened >= 0 { close(opened) }  // deinit does not run for a store that never finished opening
             throw ArchiveError.wrap(error)
         }
-        try recoverInterruptedWrites()
+        if manifest.writeRefusal == nil { try recoverInterruptedWrites() }
     }
 
     deinit { close(root) }

@@ -53,7 +53,7 @@ package final class CacheMetadataReader: Sendable {
             guard let resolved = realpath(store.path, nil) else { throw SystemCallError(call: "realpath", path: store.path, errno: errno) }
             defer { free(resolved) }
             let path = String(cString: resolved) + "/" + FileName.metadataDirectory + "/manifest.sqlite"
-            connection = TracedMutex(try SQLiteConnection(path: path))
+            connection = TracedMutex(try SQLiteConnection(path: path, mode: store.isReadOnly ? .readOnly : .existing))
         } catch {
             throw ArchiveError.wrap(error)
         }

@@ -43,6 +43,7 @@ extension ArchiveStore {
     /// Takes the store's watch lease, or throws ``ArchiveError/alreadyWatched(path:pid:)``
     /// naming the process that holds it.
     package func acquireWatchLease() throws -> WatchLease {
+        try refuseIfReadOnly()
         do {
             let fd = try openLeaseFile(create: true)!
             // A `status` probing the lock holds it shared for a moment: try a few times.

@@ -154,7 +154,7 @@ final class Manifest: Sendable {
     static let formatVersion = 2
     static let defaultHistoryLimit = 10
 
-    private static let schema = """
+    static let schema = """
         CREATE TABLE IF NOT EXISTS meta(
             name TEXT PRIMARY KEY,
             value TEXT NOT NULL
@@ -224,34 +224,53 @@ final class Manifest: Sendable {
     private let connection: TracedMutex<SQLiteConnection>
     /// This store's replica id, made when the store was created.
     let replica: ReplicaID
+    /// Why the store cannot be written, when it cannot: every write throws it.
+    let writeRefusal: ArchiveError?
     /// Where every change this process records is published, as soon as it commits.
     let feed = ChangeFeed()
 
-    /// Opens the manifest at `path`, creating it (with a new replica id) if it is new.
+    /// Opens the existing manifest at `path` (a new one is made by ``create(at:replica:historyLimit:)``).
     ///
-    /// Opening an existing store only reads; the write lock is taken only to create the
-    /// schema or to change the history limit.
-    init(path: String, historyLimit requestedLimit: Int?) throws {
-        let db = try SQLiteConnection.openWAL(path: path)
-        func settings() throws -> (replica: String, limit: Int, format: Int)? {
-            guard try db.hasTable("meta"), let text = try db.meta("format") else { return nil }
+    /// Opening only reads; the write lock is taken only to upgrade the schema or to change
+    /// the history limit. A manifest without its settings, or that SQLite cannot read, is
+    /// refused as damaged (``ArchiveError/damagedManifest(store:problem:)``): it is never
+    /// filled in afresh, which would give the store a new replica id and no history.
+    ///
+    /// - Parameters:
+    ///   - store: the store's path as given, for messages.
+    ///   - readOnly: why the store cannot be written, when it cannot: the connection then only
+    ///     reads, and every write throws this.
+    init(path: String, store: String, historyLimit requestedLimit: Int?, readOnly: ArchiveError?) throws {
+        let db: SQLiteConnection
+        var current: (replica: String, limit: Int, format: Int)
+        var needsColumns: Bool
+        do {
+            db = try readOnly == nil ? SQLiteConnection.openWAL(path: path) : SQLiteConnection(path: path, mode: .readOnly)
+            guard try db.hasTable("meta"), let text = try db.meta("format"), let replica = try db.meta("replica"),
+                let limit = try db.meta("history_limit").flatMap({ Int($0) })
+            else {
+                throw ArchiveError.damagedManifest(store: store, problem: "has no format, replica id or history limit in its meta table")
+            }
             guard let format = Int(text), (1...Self.formatVersion).contains(format) else {
                 throw ArchiveError.notAStore(
-                    path: path, reason: "its manifest has format \(text); this program reads formats 1 to \(Self.formatVersion)")
+                    path: store, reason: "its manifest has format \(text); this program reads formats 1 to \(Self.formatVersion)")
             }
-            guard let replica = try db.meta("replica"), let limit = try db.meta("history_limit").flatMap({ Int($0) }) else {
-                throw ArchiveError.notAStore(path: path, reason: "its manifest has no replica id or history limit")
-            }
-            return (replica, limit, format)
+            current = (replica, limit, format)
+            // Stores made before the change stream lack the columns that tell other processes
+            // what kind of change a row is and who made it; adding them is instant. Stores made
+            // before a table was added lack it: `schema` creates whatever is missing.
+            needsColumns =
+                try !Self.tableNames.allSatisfy(db.hasTable) || !db.hasColumn("origin", in: "objects") || !db.hasColumn("created_seq", in: "objects")
+        } catch let error as SQLiteError where error.isDamagedFile {
+            throw ArchiveError.damagedManifest(store: store, problem: "is not a readable SQLite database (\(error))")
         }
-
-        // Stores made before the change stream lack the columns that tell other processes
-        // what kind of change a row is and who made it; adding them is instant. Stores made
-        // before a table was added lack it: `schema` creates whatever is missing.
-        let needsColumns =
-            try !Self.tableNames.allSatisfy(db.hasTable) || !db.hasColumn("origin", in: "objects") || !db.hasColumn("created_seq", in: "objects")
-        var current = try settings()
-        if current == nil || needsColumns || current!.format < Self.formatVersion || (requestedLimit != nil && requestedLimit != current?.limit) {
+        let upgrade = needsColumns || current.format < Self.formatVersion
+        if readOnly != nil && upgrade {
+            throw ArchiveError.notAStore(
+                path: store, reason: "its manifest was made by an older release and must be upgraded once by a process that can write it")
+        }
+        if let readOnly, requestedLimit != nil && requestedLimit != current.limit { throw readOnly }
+        if upgrade || (requestedLimit != nil && requestedLimit != current.limit) {
             try db.execute("BEGIN IMMEDIATE")
             do {
                 try db.execute(Self.schema)
@@ -262,25 +281,21 @@ final class Manifest: Sendable {
                     // Rows without it were created before any watcher that reads it followed.
                     try db.execute("ALTER TABLE objects ADD COLUMN created_seq INTEGER")
                 }
-                if let format = try settings()?.format, format < Self.formatVersion {
+                if let format = try db.meta("format").flatMap({ Int($0) }), format < Self.formatVersion {
                     try Self.migrateHistory(db)
                 }
-                if try settings() == nil {
-                    try db.setMeta("format", String(Self.formatVersion))
-                    try db.setMeta("replica", ReplicaID.random().rawValue)
-                    try db.setMeta("created", String(Manifest.now()))
-                    try db.setMeta("history_limit", String(Self.defaultHistoryLimit))
+                if let requestedLimit {
+                    try db.setMeta("history_limit", String(requestedLimit))
+                    current.limit = requestedLimit
                 }
-                if let requestedLimit { try db.setMeta("history_limit", String(requestedLimit)) }
-                current = try settings()
                 try db.execute("COMMIT")
             } catch {
                 try? db.execute("ROLLBACK")
                 throw error
             }
         }
-        guard let current else { throw ArchiveError.notAStore(path: path, reason: "its manifest could not be created") }
         replica = ReplicaID(rawValue: current.replica)
+        writeRefusal = readOnly
         connection = TracedMutex(db)
     }
 
@@ -305,7 +320,8 @@ final class Manifest: Sendable {
     /// Writes in one transaction, holding SQLite's write lock (and so excluding every other
     /// writer in every process) from the start. Rolls back if `body` throws.
     func write<T: Sendable>(_ body: (ManifestTransaction) throws -> T) throws -> T {
-        try transaction("BEGIN IMMEDIATE", body)
+        if let writeRefusal { throw writeRefusal }
+        return try transaction("BEGIN IMMEDIATE", body)
     }
 
     private func transaction<T: Sendable>(_ begin: String, _ body: (ManifestTransaction) throws -> T) throws -> T {
@@ -720,11 +736,11 @@ final class ManifestTransaction {
 
 extension SQLiteConnection {
     /// A store setting from the `meta` table.
-    fileprivate func meta(_ name: String) throws -> String? {
+    func meta(_ name: String) throws -> String? {
         try first("SELECT value FROM meta WHERE name = ?", [.text(name)]) { $0.text(0) }
     }
 
-    fileprivate func setMeta(_ name: String, _ value: String) throws {
+    func setMeta(_ name: String, _ value: String) throws {
         try run("INSERT OR REPLACE INTO meta(name, value) VALUES(?, ?)", [.text(name), .text(value)])
     }
 }

@@ -272,6 +272,7 @@ extension ArchiveStore {
     /// Takes the store's sync lock (an exclusive `flock` on `.archive-sync/sync.lock`, which
     /// the kernel drops if the process dies), or throws when another sync holds it.
     package func acquireSyncLock() throws -> StoreLock {
+        try refuseIfReadOnly()
         let name = FileName.metadataDirectory + "/sync.lock"
         let fd = openat(root, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw ArchiveError.wrap(SystemCallError(call: "open", path: path + "/" + name, errno: errno)) }

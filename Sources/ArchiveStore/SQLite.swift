@@ -30,6 +30,9 @@ public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// True when another connection held the lock for longer than the busy timeout.
     public var isBusy: Bool { primaryCode == SQLITE_BUSY || primaryCode == SQLITE_LOCKED }
+
+    /// True when the file is not a database, or a damaged one.
+    var isDamagedFile: Bool { primaryCode == SQLITE_NOTADB || primaryCode == SQLITE_CORRUPT }
 }
 
 /// `SQLITE_IOERR_SHMSIZE`, a macro Swift does not import: the `-shm` file could not be grown.
@@ -41,24 +44,77 @@ private let SQLITE_TRANSIENT = unsafeBitCast(-1, to: sqlite3_destructor_type.sel
 ///
 /// Not thread-safe: the owner serializes every call (``Manifest`` keeps it behind a mutex).
 final class SQLiteConnection {
-    private let handle: OpaquePointer
+    private var handle: OpaquePointer
     private var statements: [String: OpaquePointer] = [:]
 
-    /// Opens (creating if needed) the database at `path`.
+    /// How ``SQLiteConnection/init(path:mode:busyTimeoutMilliseconds:)`` opens a database.
+    enum OpenMode {
+        /// Read and write, creating the file when missing: only for a database being made.
+        case create
+        /// Read and write an existing file; a missing one fails (`SQLITE_CANTOPEN`) rather than
+        /// being made empty.
+        case existing
+        /// Read only, as WAL mode allows on a read-only file or file system: with the `-wal`
+        /// and `-shm` files when they exist or can be made, else as an immutable file (which
+        /// takes no locks and makes no files: nothing can write it anyway).
+        case readOnly
+        /// Read only a file no process writes (a damaged manifest moved aside): no locks, no
+        /// `-wal` or `-shm` files read or made.
+        case immutable
+    }
+
+    /// Opens the database at `path`.
     ///
     /// The corresponding C function is `sqlite3_open_v2`.
-    init(path: String, busyTimeoutMilliseconds: Int32 = 30_000) throws {
+    init(path: String, mode: OpenMode = .existing, busyTimeoutMilliseconds: Int32 = 30_000) throws {
+        let flags: Int32
+        switch mode {
+        case .create: flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+        case .existing: flags = SQLITE_OPEN_READWRITE
+        case .readOnly, .immutable: flags = SQLITE_OPEN_READONLY
+        }
+        let uri = mode == .immutable ? SQLITE_OPEN_URI : 0
+        handle = try Self.open(mode == .immutable ? Self.immutableURI(path) : path, flags: flags | uri | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW)
+        sqlite3_extended_result_codes(handle, 1)
+        sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)
+        guard mode == .readOnly else { return }
+        // WAL mode reads through the `-shm` file, which read-only media or a directory without
+        // write permission cannot give when it is missing (SQLITE_CANTOPEN, or
+        // SQLITE_READONLY_DIRECTORY): https://www.sqlite.org/wal.html#readonly
+        do {
+            try execute("SELECT count(*) FROM sqlite_master")
+        } catch let error as SQLiteError where error.code & 0xff == SQLITE_CANTOPEN || error.code & 0xff == SQLITE_READONLY {
+            sqlite3_close_v2(handle)
+            handle = try Self.open(Self.immutableURI(path), flags: flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_URI)
+            sqlite3_extended_result_codes(handle, 1)
+        }
+    }
+
+    private static func open(_ path: String, flags: Int32) throws -> OpaquePointer {
         var db: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
         let rc = sqlite3_open_v2(path, &db, flags, nil)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             if let db { sqlite3_close_v2(db) }
             throw SQLiteError(code: rc, message: message, sql: nil)
         }
-        handle = db
-        sqlite3_extended_result_codes(db, 1)
-        sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
+        return db
+    }
+
+    /// `file:PATH?immutable=1`, with every byte of the path that a URI could misread escaped.
+    private static func immutableURI(_ path: String) -> String {
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out = Array("file:".utf8)
+        for byte in path.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "/"), UInt8(ascii: "."), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.append(byte)
+            default:
+                out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+            }
+        }
+        return String(decoding: out + Array("?immutable=1".utf8), as: UTF8.self)
     }
 
     /// Opens the database at `path` in WAL mode.

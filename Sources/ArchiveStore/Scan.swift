@@ -74,6 +74,7 @@ extension ArchiveStore {
     /// apart), and then the scan throws `CancellationError`. What it recorded stays recorded
     /// (each chunk is a transaction); the next scan finds the rest.
     package func scan(progress: ((_ done: Int, _ total: Int) -> Void)? = nil, until shouldStop: () -> Bool) throws -> ScanReport {
+        try refuseIfReadOnly()  // it records, and removes dead processes' temp files
         try requireRecovered()
         do {
             var report = ScanReport()

@@ -78,6 +78,7 @@ extension ArchiveStore {
     /// - Returns: each object's version afterwards, or nil for a skipped write.
     func applyChecked(_ requested: [PendingWrite]) throws -> [Int?] {
         guard !requested.isEmpty else { return [] }
+        try refuseIfReadOnly()
         try requireRecovered()
         var directories: [ExactName: FileHandle] = [:]
         defer { for directory in directories.values { directory.close() } }

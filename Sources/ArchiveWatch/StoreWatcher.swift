@@ -19,6 +19,9 @@ public enum WatchError: ExitStatusError, Sendable, Equatable {
     case watchLimitReached(path: String, limit: Int)
     /// inotify itself failed.
     case inotifyUnavailable(reason: String)
+    /// The manifest file the watcher records into was removed or replaced (`how`) by another
+    /// program: what it recorded from then on would be lost.
+    case manifestReplaced(path: String, how: String)
 
     public var description: String {
         switch self {
@@ -29,6 +32,9 @@ public enum WatchError: ExitStatusError, Sendable, Equatable {
                 "cannot watch \(path): the inotify watch limit (\(limit), /proc/sys/fs/inotify/max_user_watches) is reached; raise it with `sysctl fs.inotify.max_user_watches=524288`"
         case .inotifyUnavailable(let reason):
             return "inotify failed: \(reason)"
+        case .manifestReplaced(let path, let how):
+            return
+                "the manifest of \(path) was \(how) while watched, so changes could no longer be recorded; watching stopped (start it again, after `archive-sync repair \(path)` if the store is refused)"
         }
     }
 }
@@ -161,6 +167,10 @@ public final class StoreWatcher: Sendable {
 
     // MARK: The watcher's thread
 
+    /// How often the watcher checks, when nothing else wakes it, that its manifest file is
+    /// still the one at the manifest's path (inotify does not watch `.archive-sync/`).
+    private static let manifestCheckInterval = Duration.seconds(1)
+
     private func run() {
         let logger = options.logger
         let clock = ContinuousClock()
@@ -168,13 +178,21 @@ public final class StoreWatcher: Sendable {
         var failure: (any Error)?
         var retryDelay = 1.0
         while true {
-            let batch = inbox.next(debounce: options.debounce, deadline: nextRescan)
+            // Woken at least every manifestCheckInterval to look at the manifest file.
+            let check = clock.now + Self.manifestCheckInterval
+            let batch = inbox.next(debounce: options.debounce, deadline: nextRescan.map { min($0, check) } ?? check)
             if batch.stop { break }
             if let error = batch.failure {
                 failure = error
                 break
             }
+            if let how = store.manifestChange {
+                failure = WatchError.manifestReplaced(path: store.path, how: how)
+                break
+            }
             let rescan = batch.overflow || batch.retry || nextRescan.map { clock.now >= $0 } ?? false
+            // A wake-up only to look at the manifest file: nothing to record or answer.
+            if !rescan && batch.paths.isEmpty && batch.probes.isEmpty { continue }
             let stopRequested = { [inbox] in inbox.stopRequested }
             do {
                 if rescan {

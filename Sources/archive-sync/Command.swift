@@ -16,7 +16,8 @@ struct ArchiveSyncCommand: ParsableCommand {
             Exit status: 0 on success, 1 when a check finds a problem (or the system fails), 2 for bad usage or bad input, 3 when another process holds what the command needs (a running sync of the same store, the watch lease) and it can be run again later. Errors go to stderr in one sentence. `archive-sync --version` prints the version.
             """,
         subcommands: [
-            Init.self, Put.self, Get.self, List.self, Remove.self, History.self, Restore.self, Scan.self, Verify.self, Status.self, Watch.self,
+            Init.self, Put.self, Get.self, List.self, Remove.self, History.self, Restore.self, Scan.self, Verify.self, Status.self, Repair.self,
+            Watch.self,
             Diff.self, SyncCommand.self, Conflicts.self, Serve.self, Dump.self, Import.self,
         ]
     )

@@ -14,10 +14,16 @@ struct StoreArgument: ParsableArguments {
 }
 
 extension ArchiveStore {
-    /// Says on stderr what a recovery that could not finish waits for (a full disk): the
-    /// command goes on, and reads the store as it was before the interrupted writes.
+    /// Says on stderr what a recovery that could not finish waits for (a full disk, or a
+    /// read-only store holding interrupted writes): the command goes on, and reads the store
+    /// as it was before the interrupted writes.
     func notingPendingRecovery() -> ArchiveStore {
         if let pending = pendingRecovery { printError(pending.description) }
+        if interruptedWrites > 0 {
+            printError(
+                "note: \(path) is read-only and holds \(interruptedWrites) interrupted write(s) that only a process that can write it can finish; what is read here is the last recorded state"
+            )
+        }
         return self
     }
 }

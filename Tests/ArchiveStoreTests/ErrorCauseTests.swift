@@ -11,7 +11,7 @@ struct ErrorCauseTests {
     @Test func aManifestLockedTooLongIsBusyWithSQLitesCode() throws {
         try withTemporaryDirectory { dir in
             let path = dir + "/db.sqlite"
-            let holder = try SQLiteConnection(path: path)
+            let holder = try SQLiteConnection(path: path, mode: .create)
             try holder.execute("PRAGMA journal_mode=WAL; CREATE TABLE t(x); BEGIN IMMEDIATE")
             defer { try? holder.execute("ROLLBACK") }
             let other = try SQLiteConnection(path: path, busyTimeoutMilliseconds: 20)
@@ -30,7 +30,7 @@ struct ErrorCauseTests {
 
     @Test func anSQLiteFailureKeepsItsExtendedCode() throws {
         try withTemporaryDirectory { dir in
-            let db = try SQLiteConnection(path: dir + "/db.sqlite")
+            let db = try SQLiteConnection(path: dir + "/db.sqlite", mode: .create)
             var caught: (any Error)?
             do { try db.execute("CREATE TABLE t(x UNIQUE); INSERT INTO t VALUES (1); INSERT INTO t VALUES (1)") } catch { caught = error }
             guard case .manifest(let cause) = ArchiveError.wrap(try #require(caught)) else {
