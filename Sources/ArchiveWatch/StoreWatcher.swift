@@ -52,14 +52,20 @@ public struct WatchOptions: Sendable {
     /// Where the watcher reports overflows, rescans and failures. Default: a logger that
     /// goes wherever the process bootstrapped swift-log to.
     public var logger: Logger
+    /// Whether to hand the heap's free pages back to the system (glibc's `malloc_trim`) after
+    /// each full scan, whose tables hold a row's stamp per object until it ends. Trimming acts
+    /// on the whole process's heap, so it is the program's choice: default false. The
+    /// `archive-sync watch` command sets it.
+    public var trimsHeapAfterFullScans: Bool
 
     public init(
         debounce: Duration = .milliseconds(50), rescanInterval: Duration? = .seconds(3600),
-        logger: Logger = Logger(label: "archive-sync.watch")
+        logger: Logger = Logger(label: "archive-sync.watch"), trimsHeapAfterFullScans: Bool = false
     ) {
         self.debounce = debounce
         self.rescanInterval = rescanInterval
         self.logger = logger
+        self.trimsHeapAfterFullScans = trimsHeapAfterFullScans
     }
 }
 
@@ -129,7 +135,7 @@ public final class StoreWatcher: Sendable {
             try InotifyThread.shared.add(store: ObjectIdentifier(store), root: store.path, sink: inbox)
             initialScan = try store.scan(until: { Task.isCancelled }).counts
             try store.markManifestCurrent(lease)
-            archive_trim_heap()
+            if options.trimsHeapAfterFullScans { archive_trim_heap() }
         } catch {
             InotifyThread.shared.remove(store: ObjectIdentifier(store))
             store.unfollowOtherProcesses()
@@ -200,8 +206,7 @@ public final class StoreWatcher: Sendable {
                         logger.notice("the kernel's event queue overflowed: scanning the whole store", metadata: ["store": "\(store.path)"])
                     }
                     let report = try store.scan(until: stopRequested)
-                    // A full scan's tables (every row's stamp) are freed now; give the pages back.
-                    archive_trim_heap()
+                    if options.trimsHeapAfterFullScans { archive_trim_heap() }
                     inbox.count { $0.fullScans += 1 }
                     logger.info(
                         "full scan: \(report.created) created, \(report.modified) modified, \(report.deleted) deleted",

@@ -71,7 +71,8 @@ struct Watch: ParsableCommand {
         }
 
         let options = WatchOptions(
-            debounce: .milliseconds(debounce), rescanInterval: rescanInterval == 0 ? nil : .seconds(rescanInterval), logger: logger)
+            debounce: .milliseconds(debounce), rescanInterval: rescanInterval == 0 ? nil : .seconds(rescanInterval), logger: logger,
+            trimsHeapAfterFullScans: true)
         // Started in a task that a stop cancels: the first scan of a large store takes long.
         let starting = Task.detached { try store.startWatching(options) }
         stop.whenRequested { starting.cancel() }
