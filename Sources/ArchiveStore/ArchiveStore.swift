@@ -114,6 +114,10 @@ public final class ArchiveStore: Sendable {
     /// What a file of this `st_mode` is, for a message: "a directory", "a FIFO", "a socket"...
     package static func fileKindName(_ mode: mode_t) -> String { FileSystem.kindName(mode) }
 
+    /// A name as the store reports one that is not valid UTF-8: each byte that is not part of a
+    /// UTF-8 character as `\xff`.
+    package static func readableName(_ bytes: some Collection<UInt8>) -> String { FileName.readable(bytes) }
+
     /// The directory at the root of every store that holds its manifest: `.archive-sync`.
     package static var metadataDirectoryName: String { FileName.metadataDirectory }
 

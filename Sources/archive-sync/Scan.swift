@@ -23,11 +23,11 @@ struct Scan: ParsableCommand {
         progress.finish()
         if output.json { return try output.printJSON(report) }
         for change in report.changes {
-            print("\(change.kind.rawValue) \(change.id) (version \(change.version))")
+            printLine("\(change.kind.rawValue) \(change.id) (version \(change.version))")
         }
         for entry in report.ignored {
-            print("ignored \(entry.path): \(entry.reason)")
+            printLine("ignored \(entry.path): \(entry.reason)")
         }
-        print("\(report.created) created, \(report.modified) modified, \(report.deleted) deleted, \(report.unchanged + report.touched) unchanged")
+        printLine("\(report.created) created, \(report.modified) modified, \(report.deleted) deleted, \(report.unchanged + report.touched) unchanged")
     }
 }

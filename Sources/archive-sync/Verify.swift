@@ -23,10 +23,10 @@ struct Verify: ParsableCommand {
             try output.printJSON(report)
         } else {
             for problem in report.problems {
-                print("\(problem.kind.rawValue) \(problem.id): \(problem.detail)")
+                printLine("\(problem.kind.rawValue) \(problem.id): \(problem.detail)")
             }
             let problems = report.problems.count == 1 ? "1 problem" : "\(report.problems.count) problems"
-            print("\(report.verified) objects and \(report.verifiedHistory) kept versions verified, \(problems)")
+            printLine("\(report.verified) objects and \(report.verifiedHistory) kept versions verified, \(problems)")
         }
         if !report.isClean { throw ExitCode(1) }
     }

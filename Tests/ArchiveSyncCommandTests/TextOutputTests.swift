@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Text output names every entry it leaves alone, agrees with `--json`, and shows keys and file
+/// names so that they can neither rewrite the terminal nor lose a character.
+@Suite("archive-sync text output of names")
+struct TextOutputTests {
+    /// Runs `script` with `sh -c`, the binary as `$0` and `arguments` as `$1`...: a shell can pass
+    /// arguments that are not UTF-8, which `Process` (taking Strings) cannot.
+    private func runShell(_ script: String, _ arguments: String...) throws -> CommandResult {
+        let binary = try #require(archiveSyncBinary)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", script, binary] + arguments
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let stdout = output.fileHandleForReading.readDataToEndOfFile()
+        let stderr = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return CommandResult(status: process.terminationStatus, stdout: stdout, stderr: stderr)
+    }
+
+    @Test func aKeyWithControlCharactersPrintsEscaped() throws {
+        let store = try TestStore()
+        defer { store.delete() }
+        let id = "P/a\n\u{1B}[2J"
+        let put = try store.run("put", id, stdin: Data("{}".utf8))
+        #expect(put.status == 0, "\(put)")
+        #expect(put.output == "P/a\\n\\u{1B}[2J version 1\n", "\(put)")
+        let listed = try store.run("ls", "P")
+        #expect(!listed.stdout.contains(0x1B), "\(listed)")
+        #expect(lines(listed.output).contains { $0.hasPrefix("P/a\\n\\u{1B}[2J  1  ") }, "\(listed)")
+        let missing = try store.run("get", "P/b\u{1B}[2J")
+        #expect(missing.status == 2, "\(missing)")
+        #expect(!missing.stderr.contains(0x1B), "\(missing)")
+    }
+
+    @Test func nfcAndNfdKeysPrintDistinctlyInLs() throws {
+        let store = try TestStore()
+        defer { store.delete() }
+        try store.put("P/caf\u{E9}", "{}")
+        try store.put("P/cafe\u{301}", "{}")
+        let listed = try store.run("ls", "P")
+        #expect(listed.status == 0, "\(listed)")
+        // Compared as bytes: Swift's String equality would call the two keys equal.
+        let bytes = Array(listed.stdout)
+        for id in ["P/caf\u{E9}", "P/cafe\u{301}"] {
+            let row = Array((id + "  1  ").utf8)
+            #expect(bytes.indices.contains { bytes[$0...].starts(with: row) }, "no row for \(Array(id.utf8)) in \(bytes)")
+        }
+    }
+
+    @Test func aKeyArgumentThatIsNotUTF8IsRefused() throws {
+        let store = try TestStore()
+        defer { store.delete() }
+        let result = try runShell(#"printf '{}' | "$0" put "$1" "$(printf 'P/a\377')""#, store.path)
+        #expect(result.status == 2, "\(result)")
+        #expect(lines(result.errorOutput).count == 1, "\(result)")
+        #expect(result.errorOutput.contains("'P/a\\xff'") && result.errorOutput.contains("not valid UTF-8"), "\(result)")
+        #expect(try store.status()["objects"] as? Int == 0, "nothing stored under another key")
+    }
+}
