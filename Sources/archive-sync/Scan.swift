@@ -28,6 +28,10 @@ struct Scan: ParsableCommand {
         for entry in report.ignored {
             printLine("ignored \(entry.path): \(entry.reason)")
         }
-        printLine("\(report.created) created, \(report.modified) modified, \(report.deleted) deleted, \(report.unchanged + report.touched) unchanged")
+        // The numbers --json gives as `counts`.
+        let counts = report.counts
+        printLine(
+            "\(counts.created) created, \(counts.modified) modified, \(counts.deleted) deleted, \(counts.unchanged) unchanged, \(counts.ignored) ignored"
+        )
     }
 }

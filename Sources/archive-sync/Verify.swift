@@ -25,8 +25,11 @@ struct Verify: ParsableCommand {
             for problem in report.problems {
                 printLine("\(problem.kind.rawValue) \(problem.id): \(problem.detail)")
             }
+            for entry in report.ignored {
+                printLine("ignored \(entry.path): \(entry.reason)")
+            }
             let problems = report.problems.count == 1 ? "1 problem" : "\(report.problems.count) problems"
-            printLine("\(report.verified) objects and \(report.verifiedHistory) kept versions verified, \(problems)")
+            printLine("\(report.verified) objects and \(report.verifiedHistory) kept versions verified, \(report.ignored.count) ignored, \(problems)")
         }
         if !report.isClean { throw ExitCode(1) }
     }
