@@ -8,7 +8,8 @@ struct Scan: ParsableCommand {
             Compares each file's size, mtime and inode with the manifest and reads only the files
             whose stamp changed, as git's index does. Lists a collection's directory only when its
             mtime or ctime moved since a scan listed it (new or removed files); --json reports how
-            many were listed. Also removes temp files left by dead processes.
+            many were listed. Also removes temp files left by dead processes. Every entry it leaves
+            alone is listed with the reason (`ignored PATH: reason`); `verify` lists the same.
 
             Example: archive-sync scan ./store --json
             """

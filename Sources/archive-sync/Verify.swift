@@ -6,7 +6,9 @@ struct Verify: ParsableCommand {
         abstract: "Re-hash every object and kept version; exit 1 on any mismatch, naming each.",
         discussion: """
             Tells bit rot (content changed, stamp unchanged: `corrupt`) from an edit not yet
-            recorded (`edited`: run `scan`). Changes nothing.
+            recorded (`edited`: run `scan`). A file the next scan would record is `untracked`, also
+            in a collection the manifest does not know yet; entries a scan leaves alone are listed
+            as ignored, which are not problems. Changes nothing.
 
             Example: archive-sync verify ./store
             """
