@@ -1,10 +1,6 @@
 import Foundation
 import Testing
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// Text output names every entry it leaves alone, agrees with `--json`, and shows keys and file
 /// names so that they can neither rewrite the terminal nor lose a character.
 @Suite("archive-sync text output of names")
@@ -16,19 +12,7 @@ struct TextOutputTests {
     /// arguments that are not UTF-8, which `Process` (taking Strings) cannot.
     private func runShell(_ script: String, _ arguments: String...) throws -> CommandResult {
         let binary = try #require(archiveSyncBinary)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", script, binary] + arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let stdout = output.fileHandleForReading.readDataToEndOfFile()
-        let stderr = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return CommandResult(status: process.terminationStatus, stdout: stdout, stderr: stderr)
+        return try RunningCommand(["-c", script, binary] + arguments, executable: "/bin/sh").wait()
     }
 
     @Test func scanAndVerifyNameEveryEntryTheyLeaveAloneAndTextAgreesWithJSON() throws {
