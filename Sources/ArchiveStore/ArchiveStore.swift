@@ -139,6 +139,10 @@ public final class ArchiveStore: Sendable {
     /// What a file of this `st_mode` is, for a message: "a directory", "a FIFO", "a socket"...
     package static func fileKindName(_ mode: mode_t) -> String { FileSystem.kindName(mode) }
 
+    /// A name as the store reports one that is not valid UTF-8: each byte that is not part of a
+    /// UTF-8 character as `\xff`.
+    package static func readableName(_ bytes: some Collection<UInt8>) -> String { FileName.readable(bytes) }
+
     /// The directory at the root of every store that holds its manifest: `.archive-sync`.
     package static var metadataDirectoryName: String { FileName.metadataDirectory }
 
@@ -298,28 +302,35 @@ public final class ArchiveStore: Sendable {
     }
 
     /// The current file's bytes and name, or nil when the object does not exist.
+    ///
+    /// Only the file the manifest names is read: another file with the key's stem (`a.json`
+    /// beside the `a.plist` that holds `a`, which a scan leaves alone) is not the object, nor is
+    /// a file no scan has recorded yet.
     private func readCurrent(_ id: ObjectID) throws -> (Data, String)? {
         do {
-            let directory = FileName.encode(id.collection)
-            let stem = FileName.encode(id.key)
-            let preferred = FileName.join(stem: stem, extension: codec(for: id.collection).fileExtension)
-            let relative = directory + "/" + preferred
-            if let data = try FileSystem.readFile(relative, in: root, path: self.path + "/" + relative) {
-                return (data, preferred)
+            guard let file = try manifest.readOne({ try $0.liveFile(of: id) }) else {
+                try refuseWhatIsThere(instead: id)
+                return nil
             }
-            // Stored in another codec (or under a name from before a codec change): ask the manifest.
-            guard let record = try manifest.read({ try $0.object(id) }), !record.isDeleted, record.file != preferred else { return nil }
-            if let problem = FileName.problem(withFile: record.file, ofKey: id.key) {
-                throw ArchiveError.damagedRecord(id, file: record.file, problem: problem)
+            if let problem = FileName.problem(withFile: file, ofKey: id.key) {
+                throw ArchiveError.damagedRecord(id, file: file, problem: problem)
             }
-            guard let data = try FileSystem.readFile(directory + "/" + record.file, in: root, path: self.path + "/" + directory + "/" + record.file)
-            else { return nil }
-            return (data, record.file)
+            let relative = FileName.encode(id.collection) + "/" + file
+            guard let data = try FileSystem.readFile(relative, in: root, path: self.path + "/" + relative) else { return nil }
+            return (data, file)
         } catch let error as SystemCallError where error.errno == ENOTDIR {
             return nil
         } catch {
             throw ArchiveError.wrap(error)
         }
+    }
+
+    /// For an object the manifest does not hold: names what sits where its file would be when
+    /// that can never be an object's file (a FIFO, a symlinked collection), so that a read says
+    /// why rather than only that the object does not exist. Opens without reading or blocking.
+    func refuseWhatIsThere(instead id: ObjectID) throws {
+        let relative = FileName.encode(id.collection) + "/" + cacheFileName(of: id)
+        if let (fd, _) = try FileSystem.openRegularFile(relative, in: root, path: path + "/" + relative) { close(fd) }
     }
 
     private func keptVersion(_ id: ObjectID, _ version: Int) throws -> (ObjectVersion, Data) {

@@ -134,10 +134,14 @@ extension ArchiveStore {
     }
 
     /// Loads `id` as a `T` with the stamp its file had before the read (from the same open
-    /// file: one `openat2`, `fstat` and `read`), or nil when absent.
+    /// file: one `openat2`, `fstat` and `read`), or nil when absent. Reads only the file the
+    /// manifest names, as ``load(_:forKey:in:)`` does.
     @usableFromInline
     package func loadStamped<T: Decodable>(_ type: T.Type, id: ObjectID) throws -> StampedObject<T>? {
-        let file = cacheFileName(of: id)
+        guard let file = try withManifest({ try $0.readOne { try $0.liveFile(of: id) } }) else {
+            do { try refuseWhatIsThere(instead: id) } catch { throw ArchiveError.wrap(error) }
+            return nil
+        }
         let relative = FileName.encode(id.collection) + "/" + file
         // O_NONBLOCK: a FIFO put where a file should be must not block (it is refused below).
         let fd = FileSystem.openBeneath(relative, in: root, flags: O_RDONLY | O_NONBLOCK)
@@ -146,9 +150,7 @@ extension ArchiveStore {
             guard code == ENOENT || code == ENOTDIR else {
                 throw ArchiveError.wrap(SystemCallError(call: "open", path: path + "/" + relative, errno: code))
             }
-            // Not under its codec's name: absent, or stored in another codec, which the store finds (unstamped).
-            guard let value = try load(type, forKey: id.key, in: id.collection) else { return nil }
-            return StampedObject(value: value, file: file, path: relative, stamp: nil)
+            return nil
         }
         defer { close(fd) }
         var info = stat()

@@ -116,6 +116,29 @@ enum FileName {
         return nil
     }
 
+    /// A name as people read it: its UTF-8 as it is, and each byte that is not part of a UTF-8
+    /// character as `\xff`. The store cannot name such a file, only report it.
+    static func readable(_ name: some Collection<UInt8>) -> String {
+        let bytes = Array(name)
+        var text = ""
+        var offset = 0
+        var iterator = bytes.makeIterator()
+        var parser = Unicode.UTF8.ForwardParser()
+        while true {
+            switch parser.parseScalar(from: &iterator) {
+            case .valid(let encoded):
+                text.unicodeScalars.append(Unicode.UTF8.decode(encoded))
+                offset += encoded.count
+            case .error(let length):
+                // Never ASCII (which is always valid), so always two hex digits.
+                for byte in bytes[offset..<offset + length] { text += "\\x" + String(byte, radix: 16) }
+                offset += length
+            case .emptyInput:
+                return text
+            }
+        }
+    }
+
     /// True for names that are never objects: dot files, including temp files and `.archive-sync`.
     static func isReserved(_ name: String) -> Bool {
         isReserved(name.utf8)

@@ -232,6 +232,16 @@ enum FileSystem {
     ///
     /// The corresponding C functions are `openat2` (see ``openBeneath(_:in:flags:)``), `fstat` and `read`.
     static func readFile(_ relativePath: String, in directory: Int32, path: @autoclosure () -> String) throws -> Data? {
+        guard let (fd, size) = try openRegularFile(relativePath, in: directory, path: path()) else { return nil }
+        defer { _ = Glibc.close(fd) }
+        return try readToEnd(fd, size: size, path: path())
+    }
+
+    /// Opens a regular file below `directory` for reading, with its size, or returns nil when
+    /// it does not exist; anything else there (a FIFO, a symlink on the way) is refused, naming it.
+    ///
+    /// The corresponding C functions are `openat2` (see ``openBeneath(_:in:flags:)``) and `fstat`.
+    static func openRegularFile(_ relativePath: String, in directory: Int32, path: @autoclosure () -> String) throws -> (fd: Int32, size: Int)? {
         // O_NONBLOCK: a FIFO put where a file should be must not block the store (it is refused below).
         let fd = openBeneath(relativePath, in: directory, flags: O_RDONLY | O_NONBLOCK)
         if fd < 0 {
@@ -239,13 +249,17 @@ enum FileSystem {
             if code == ENOENT { return nil }
             throw explainOpenFailure(relativePath, in: directory, path: path(), errno: code)
         }
-        defer { _ = Glibc.close(fd) }
         var info = stat()
-        try check("fstat", path()) { fstat(fd, &info) }
-        guard info.st_mode & S_IFMT == S_IFREG else {
-            throw ArchiveError.notRegularFile(path: path(), kind: kindName(info.st_mode))
+        do {
+            try check("fstat", path()) { fstat(fd, &info) }
+            guard info.st_mode & S_IFMT == S_IFREG else {
+                throw ArchiveError.notRegularFile(path: path(), kind: kindName(info.st_mode))
+            }
+        } catch {
+            _ = Glibc.close(fd)
+            throw error
         }
-        return try readToEnd(fd, size: Int(info.st_size), path: path())
+        return (fd, Int(info.st_size))
     }
 
     /// Reads an open file from its current offset to its end; `size` is what `fstat` gave.

@@ -71,6 +71,9 @@ public struct VerifyReport: Sendable, Codable {
     /// History contents whose hash matched.
     public var verifiedHistory = 0
     public var problems: [Problem] = []
+    /// Entries that are not objects, which a scan leaves alone too (the same list, with the same
+    /// reasons, as ``ScanReport/ignored``): not problems, since no scan would record them.
+    public var ignored: [IgnoredEntry] = []
     public var isClean: Bool { problems.isEmpty }
 }
 
@@ -133,6 +136,23 @@ extension ArchiveStore {
             let records = try manifest.read { try $0.objects(in: nil) }
             var byCollection: [ExactName: [ObjectRecord]] = [:]
             for record in records { byCollection[ExactName(record.id.collection), default: []].append(record) }
+            // Every directory at the root, as a scan sees it: a collection the manifest does not
+            // know yet is untracked as a whole.
+            var listings: [ExactName: Listing] = [:]
+            var collectionsByDirectory: [ExactName: String] = [:]
+            for name in byCollection.keys { collectionsByDirectory[ExactName(FileName.encode(name.string))] = name.string }
+            for entry in try rootEntries(ignored: &report.ignored) {
+                guard
+                    let listing = try listCollection(entry.name, type: entry.type, collections: collectionsByDirectory, removingStaleTemps: false)
+                else { continue }
+                report.ignored += listing.ignored
+                guard let collection = listing.collection, listing.problem == nil else {
+                    report.ignored.append(IgnoredEntry(path: listing.directoryName, reason: listing.problem ?? ""))
+                    continue
+                }
+                listings[ExactName(collection)] = listing
+                if byCollection[ExactName(collection)] == nil { byCollection[ExactName(collection)] = [] }
+            }
             let total = records.count
             var checked = 0
             for (name, records) in byCollection.sorted(by: { $0.key.string.utf8.lexicographicallyPrecedes($1.key.string.utf8) }) {
@@ -140,11 +160,9 @@ extension ArchiveStore {
                 let directoryName = FileName.encode(collection)
                 let directory = try FileSystem.openDirectoryIfPresent(directoryName, in: root, path: path + "/" + directoryName)
                 defer { directory?.close() }
-                var tracked: Set<ExactName> = []
                 for record in records {
                     checked += 1
                     if checked % 1000 == 0 { progress?(checked, total) }
-                    tracked.insert(ExactName(record.file))
                     guard !record.isDeleted else { continue }
                     let id = record.id.description
                     let relative = directoryName + "/" + record.file
@@ -181,19 +199,8 @@ extension ArchiveStore {
                             .init(id: id, kind: .edited, detail: "\(relative) was edited since the last scan; run `archive-sync scan` to record it"))
                     }
                 }
-                if let directory {
-                    // Files a scan would record but has not. Names it cannot map to a key, symlinks
-                    // and directories are not objects: scan lists them as ignored, verify skips them.
-                    for entry in try FileSystem.listDirectory(directory.fd, path: directoryName)
-                    where !FileName.isReserved(entry.name) && !tracked.contains(ExactName(entry.name))
-                        && (entry.type == DT_REG || entry.type == DT_UNKNOWN)
-                    {
-                        guard let key = FileName.decode(FileName.split(entry.name).stem) else { continue }
-                        report.problems.append(
-                            .init(
-                                id: "\(collection)/\(key)", kind: .untracked,
-                                detail: "\(directoryName)/\(entry.name) is not in the manifest; run `archive-sync scan` to record it"))
-                    }
+                if let directory, let listing = listings[name] {
+                    try reportUnrecorded(listing, records: records, in: directory, into: &report)
                 }
             }
             try manifest.read { tx in
@@ -212,5 +219,38 @@ extension ArchiveStore {
         } catch {
             throw ArchiveError.wrap(error)
         }
+    }
+
+    /// Reports what a scan would do with the files of a listed collection directory that the
+    /// manifest does not hold as live objects: record them (`untracked`, a problem) or leave
+    /// them alone (``VerifyReport/ignored``), by the rules a scan follows.
+    private func reportUnrecorded(_ listing: Listing, records: [ObjectRecord], in directory: FileHandle, into report: inout VerifyReport) throws {
+        let directoryName = listing.directoryName
+        let statuses = try Self.statuses(of: listing.files, in: directory)
+        var named = [Bool](repeating: false, count: listing.files.count)
+        var rowsHoldFiles = false
+        func untracked(_ file: String, key: String) {
+            report.problems.append(
+                .init(
+                    id: "\(listing.collection ?? "")/\(key)", kind: .untracked,
+                    detail: "\(directoryName)/\(file) is not in the manifest; run `archive-sync scan` to record it"))
+        }
+        for record in records {
+            guard let index = record.file.utf8.withContiguousStorageIfAvailable({ listing.files.index(of: $0) }) ?? nil else { continue }
+            named[index] = true
+            guard let status = statuses[index] else { continue }
+            if !record.isDeleted { rowsHoldFiles = true }
+            if status.kind != .regular {
+                report.ignored.append(IgnoredEntry(path: directoryName + "/" + record.file, reason: Self.reason(notRegular: status.kind)))
+            } else if record.isDeleted {
+                untracked(record.file, key: record.id.key)  // a deleted object's file is back
+            }
+        }
+        guard named.indices.contains(where: { !named[$0] && statuses[$0] != nil }) else { return }
+        let (objects, ignored) = try manifest.read { tx in
+            try classifyUnnamed(listing, statuses: statuses, named: named, rowsHoldFiles: rowsHoldFiles, tx: tx)
+        }
+        for (file, key) in objects { untracked(file, key: key) }
+        report.ignored += ignored
     }
 }

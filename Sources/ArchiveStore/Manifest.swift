@@ -317,6 +317,13 @@ final class Manifest: Sendable {
         try transaction("BEGIN", body)
     }
 
+    /// Runs one statement in SQLite's autocommit mode: a single statement sees one snapshot
+    /// by itself, without the `BEGIN` and `COMMIT` of a ``read(_:)`` (every load makes one).
+    /// `body` runs one statement only.
+    func readOne<T: Sendable>(_ body: (ManifestTransaction) throws -> T) throws -> T {
+        try connection.withLock { db in try body(ManifestTransaction(db: db, replica: replica)) }
+    }
+
     /// Writes in one transaction, holding SQLite's write lock (and so excluding every other
     /// writer in every process) from the start. Rolls back if `body` throws.
     func write<T: Sendable>(_ body: (ManifestTransaction) throws -> T) throws -> T {
@@ -447,6 +454,13 @@ final class ManifestTransaction {
     func object(_ id: ObjectID) throws -> ObjectRecord? {
         try db.first(
             "SELECT \(Self.objectColumns) FROM objects WHERE collection = ? AND key = ?", [.text(id.collection), .text(id.key)], objectRecord)
+    }
+
+    /// The file of `id`'s live object, or nil when there is none: the only file a read returns.
+    func liveFile(of id: ObjectID) throws -> String? {
+        try db.first("SELECT file FROM objects WHERE collection = ? AND key = ? AND deleted = 0", [.text(id.collection), .text(id.key)]) {
+            $0.text(0)
+        }
     }
 
     /// Every row in `collection` (or in the store), tombstones included, in key order.

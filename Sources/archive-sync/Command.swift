@@ -40,12 +40,13 @@ struct ArchiveSyncCommand: ParsableCommand {
                 print(programVersion)
                 Foundation.exit(ExitStatus.success)
             }
+            try refuseArgumentsNotUTF8()
             try refuseUnknownSubcommand(arguments)
             var command = try parseAsRoot()
             try command.run()
             status = ExitStatus.success
         } catch let error as any ExitStatusError {
-            printError(error.description)
+            printError(terminalSafe(error.description))
             status = error.exitStatus
         } catch let code as ExitCode {
             status = code.rawValue  // the command printed its own report (verify, import)
@@ -62,6 +63,19 @@ struct ArchiveSyncCommand: ParsableCommand {
             }
         }
         Foundation.exit(status)
+    }
+
+    /// Refuses an argument that is not valid UTF-8. `CommandLine.arguments` decodes each one
+    /// lossily, so a key with a `\xff` byte would silently name another key (with U+FFFD), and
+    /// a path another file: the raw bytes tell.
+    static func refuseArgumentsNotUTF8() throws {
+        for index in 1..<Int(CommandLine.argc) {
+            guard let argument = CommandLine.unsafeArgv[index] else { continue }
+            let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self), count: strlen(argument))
+            guard String(validating: bytes, as: UTF8.self) == nil else { continue }
+            throw ArchiveError.invalidInput(
+                "argument \(index), '\(ArchiveStore.readableName(bytes))', is not valid UTF-8; keys, collection names and paths must be")
+        }
     }
 
     /// ArgumentParser reads `archive-sync snyc a b` as "3 unexpected arguments", and prints the
@@ -95,7 +109,9 @@ func editDistance(_ a: String, _ b: String) -> Int {
     return previous[b.count]
 }
 
-/// Writes one line to stderr, prefixed with the command's name.
+/// Writes a message to stderr, prefixed with the command's name, each of its lines made
+/// ``terminalSafe(_:)`` (ArgumentParser's usage errors take several lines).
 func printError(_ message: String) {
-    FileHandle.standardError.write(Data("archive-sync: \(message)\n".utf8))
+    let lines = message.split(separator: "\n", omittingEmptySubsequences: false).map { terminalSafe(String($0)) }
+    FileHandle.standardError.write(Data("archive-sync: \(lines.joined(separator: "\n"))\n".utf8))
 }

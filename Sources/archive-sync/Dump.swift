@@ -41,7 +41,7 @@ struct Dump: ParsableCommand {
         } else {
             var lines: [String] = []
             outline(value, label: nil, indent: 0, into: &lines)
-            print(lines.joined(separator: "\n"))
+            print(lines.map(terminalSafe).joined(separator: "\n"))
         }
     }
 }

@@ -113,6 +113,6 @@ struct Import: ParsableCommand {
             + " (\(counts[0]) new, \(counts[1]) updated, \(counts[2]) unchanged)"
         if skipped > 0 { summary += "; skipped \(skipped) file\(skipped == 1 ? "" : "s")" }
         if dryRun { summary += "; dry run, nothing written" }
-        print(summary)
+        printLine(summary)
     }
 }

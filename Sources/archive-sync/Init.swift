@@ -23,6 +23,6 @@ struct Init: ParsableCommand {
 
     func run() throws {
         let opened = try ArchiveStore(directory: store, options: .init(historyLimit: history))
-        print("store \(store) ready: replica \(opened.replica), history keeps \(opened.historyLimit) versions")
+        printLine("store \(store) ready: replica \(opened.replica), history keeps \(opened.historyLimit) versions")
     }
 }

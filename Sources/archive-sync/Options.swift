@@ -53,13 +53,16 @@ extension Date {
     }
 }
 
-/// Lays out rows in left-aligned columns separated by two spaces.
+/// Lays out rows in left-aligned columns separated by two spaces, each cell made
+/// ``terminalSafe(_:)`` and padded by its ``displayWidth(_:)`` (Foundation's
+/// `padding(toLength:)` counts UTF-16 units, and cut `cafe` + U+0301 to `cafe`).
 func table(_ rows: [[String]]) -> String {
+    let rows = rows.map { $0.map(terminalSafe) }
     guard let width = rows.map(\.count).max() else { return "" }
     var widths = Array(repeating: 0, count: width)
-    for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
+    for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], displayWidth(cell)) } }
     return rows.map { row in
-        row.enumerated().map { i, cell in i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+        row.enumerated().map { i, cell in i == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[i] - displayWidth(cell)) }
             .joined(separator: "  ").trimmingSuffix(" ")
     }.joined(separator: "\n")
 }

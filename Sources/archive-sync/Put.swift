@@ -35,7 +35,7 @@ struct Put: ParsableCommand {
             data = FileHandle.standardInput.readDataToEndOfFile()
         }
         let version = try store.open().put(data, as: objectID, codec: codec)
-        print("\(objectID) version \(version)")
+        printLine("\(objectID) version \(version)")
     }
 }
 

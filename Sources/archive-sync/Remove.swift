@@ -20,6 +20,6 @@ struct Remove: ParsableCommand {
             throw ArchiveError.notFound(objectID, version: nil)
         }
         try opened.remove(objectID)
-        print("removed \(objectID)")
+        printLine("removed \(objectID)")
     }
 }

@@ -26,6 +26,6 @@ struct Restore: ParsableCommand {
     func run() throws {
         let objectID = try ObjectID(parsing: id)
         let newVersion = try store.open().restore(objectID, version: version)
-        print("\(objectID) is now version \(newVersion), with the contents of version \(version)")
+        printLine("\(objectID) is now version \(newVersion), with the contents of version \(version)")
     }
 }

@@ -5,7 +5,7 @@ struct Scan: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Record what other programs added, changed or removed in a store.",
         discussion: """
-            Compares each file's size, mtime and inode with the manifest and reads only the files whose stamp changed, as git's index does. Lists a collection's directory only when its mtime or ctime moved since a scan listed it (new or removed files); --json reports how many were listed. Also removes temp files left by dead processes.
+            Compares each file's size, mtime and inode with the manifest and reads only the files whose stamp changed, as git's index does. Lists a collection's directory only when its mtime or ctime moved since a scan listed it (new or removed files); --json reports how many were listed. Also removes temp files left by dead processes. Every entry it leaves alone is listed with the reason (`ignored PATH: reason`); `verify` lists the same.
 
             Example: archive-sync scan ./store --json
             """
@@ -20,11 +20,15 @@ struct Scan: ParsableCommand {
         progress.finish()
         if output.json { return try output.printJSON(report) }
         for change in report.changes {
-            print("\(change.kind.rawValue) \(change.id) (version \(change.version))")
+            printLine("\(change.kind.rawValue) \(change.id) (version \(change.version))")
         }
         for entry in report.ignored {
-            print("ignored \(entry.path): \(entry.reason)")
+            printLine("ignored \(entry.path): \(entry.reason)")
         }
-        print("\(report.created) created, \(report.modified) modified, \(report.deleted) deleted, \(report.unchanged + report.touched) unchanged")
+        // The numbers --json gives as `counts`.
+        let counts = report.counts
+        printLine(
+            "\(counts.created) created, \(counts.modified) modified, \(counts.deleted) deleted, \(counts.unchanged) unchanged, \(counts.ignored) ignored"
+        )
     }
 }

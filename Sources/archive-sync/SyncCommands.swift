@@ -34,7 +34,7 @@ struct Diff: ParsableCommand {
         let report = try stores.sync(options: SyncOptions(dryRun: true), create: false, remote: remote).runNow()
         if output.json { return try output.printJSON(report) }
         printPlan(report)
-        print(report.summary)
+        printLine(report.summary)
     }
 }
 
@@ -85,12 +85,12 @@ struct SyncCommand: ParsableCommand {
         if dryRun { printPlan(report) }
         for conflict in report.conflicts {
             let kept = conflict.winner == .a ? stores.a : stores.b
-            print("conflict \(conflict.id): kept the version from \(kept)" + (conflict.copy.map { ", saved the other as \($0)" } ?? ""))
+            printLine("conflict \(conflict.id): kept the version from \(kept)" + (conflict.copy.map { ", saved the other as \($0)" } ?? ""))
         }
         for skipped in report.skipped {
-            print("skipped \(skipped.id): it changed in \(skipped.side == .a ? stores.a : stores.b) during the sync; the next sync takes it")
+            printLine("skipped \(skipped.id): it changed in \(skipped.side == .a ? stores.a : stores.b) during the sync; the next sync takes it")
         }
-        print("\(dryRun ? "would sync" : "synced") \(stores.a) and \(stores.b): \(report.summary)")
+        printLine("\(dryRun ? "would sync" : "synced") \(stores.a) and \(stores.b): \(report.summary)")
     }
 }
 
@@ -125,11 +125,11 @@ private func printPlan(_ report: SyncReport) {
     for action in report.actions ?? [] {
         let side = action.to == .a ? "A" : "B"
         switch action.kind {
-        case .copy: print("copy     \(action.id) to \(side)")
-        case .delete: print("delete   \(action.id) on \(side)")
+        case .copy: printLine("copy     \(action.id) to \(side)")
+        case .delete: printLine("delete   \(action.id) on \(side)")
         case .conflict:
             let winner = action.to == .a ? "B" : "A"
-            print("conflict \(action.id): keep \(winner)'s, " + (action.copy.map { "save \(side)'s as \($0)" } ?? "\(side)'s stays in history"))
+            printLine("conflict \(action.id): keep \(winner)'s, " + (action.copy.map { "save \(side)'s as \($0)" } ?? "\(side)'s stays in history"))
         }
     }
 }

@@ -5,7 +5,7 @@ struct Verify: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Re-hash every object and kept version; exit 1 on any mismatch, naming each.",
         discussion: """
-            Tells bit rot (content changed, stamp unchanged: `corrupt`) from an edit not yet recorded (`edited`: run `scan`). Changes nothing.
+            Tells bit rot (content changed, stamp unchanged: `corrupt`) from an edit not yet recorded (`edited`: run `scan`). A file the next scan would record is `untracked`, also in a collection the manifest does not know yet; entries a scan leaves alone are listed as ignored, which are not problems. Changes nothing.
 
             Example: archive-sync verify ./store
             """
@@ -22,10 +22,13 @@ struct Verify: ParsableCommand {
             try output.printJSON(report)
         } else {
             for problem in report.problems {
-                print("\(problem.kind.rawValue) \(problem.id): \(problem.detail)")
+                printLine("\(problem.kind.rawValue) \(problem.id): \(problem.detail)")
+            }
+            for entry in report.ignored {
+                printLine("ignored \(entry.path): \(entry.reason)")
             }
             let problems = report.problems.count == 1 ? "1 problem" : "\(report.problems.count) problems"
-            print("\(report.verified) objects and \(report.verifiedHistory) kept versions verified, \(problems)")
+            printLine("\(report.verified) objects and \(report.verifiedHistory) kept versions verified, \(report.ignored.count) ignored, \(problems)")
         }
         if !report.isClean { throw ExitCode(1) }
     }

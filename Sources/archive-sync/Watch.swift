@@ -121,7 +121,7 @@ struct Watch: ParsableCommand {
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             return (try? String(decoding: encoder.encode(change), as: UTF8.self)) ?? ""
         }
-        return "\(change.kind.rawValue) \(change.id) version \(change.version) (\(change.origin.rawValue))"
+        return terminalSafe("\(change.kind.rawValue) \(change.id) version \(change.version) (\(change.origin.rawValue))")
     }
 }
 

@@ -5,52 +5,6 @@ import Synchronization
     import Glibc
 #endif
 
-/// Something in a store's directory that is not an object, and so was left alone.
-public struct IgnoredEntry: Sendable, Codable, Equatable {
-    /// The path, relative to the store.
-    public let path: String
-    /// Why it is not an object.
-    public let reason: String
-}
-
-/// What ``ArchiveStore/scan()`` found and recorded.
-public struct ScanReport: Sendable, Codable {
-    /// Each change recorded, in the order recorded.
-    public var changes: [StoreChange] = []
-    /// Files whose stamp matched the manifest, so were not read.
-    public var unchanged = 0
-    /// Files whose stamp changed but whose content did not (only the stamp was recorded).
-    public var touched = 0
-    /// Temp files of dead processes removed.
-    public var removedTempFiles = 0
-    /// Entries that are not objects.
-    public var ignored: [IgnoredEntry] = []
-    /// Collection directories whose entries were listed. The others had no entry added,
-    /// removed or renamed since a scan listed them (their mtime and ctime say so), so only the
-    /// files their objects name were looked at.
-    public var listedDirectories = 0
-
-    public var created: Int { changes.count { $0.kind == .created } }
-    public var modified: Int { changes.count { $0.kind == .modified } }
-    public var deleted: Int { changes.count { $0.kind == .deleted } }
-
-    /// The report's counts, without the lists.
-    public var counts: ScanCounts {
-        ScanCounts(created: created, modified: modified, deleted: deleted, unchanged: unchanged + touched, ignored: ignored.count)
-    }
-}
-
-/// How many objects a scan found created, modified, deleted and unchanged, and how many
-/// entries it ignored.
-public struct ScanCounts: Sendable, Codable, Equatable {
-    public var created: Int
-    public var modified: Int
-    public var deleted: Int
-    /// Objects whose content had not changed (whether or not their stamp had).
-    public var unchanged: Int
-    public var ignored: Int
-}
-
 extension ArchiveStore {
     /// Records what other programs added, changed or removed since the manifest last looked.
     ///
@@ -89,18 +43,18 @@ extension ArchiveStore {
             let stamps = try manifest.read { try $0.directoryStamps() }
             var listed: [(name: String, stamp: DirectoryStamp?, stampedAt: Int64)] = []
             var present: Set<ExactName> = []
-            for entry in try FileSystem.listDirectory(root, path: path) where !FileName.isReserved(entry.name) {
+            for entry in try rootEntries(ignored: &report.ignored) {
                 if shouldStop() { throw CancellationError() }
                 present.insert(ExactName(entry.name))
                 let recorded = stamps[ExactName(entry.name)]
-                guard let listing = try listCollection(entry.name, type: entry.type, unlessUnchangedSince: recorded) else { continue }  // gone since listed
+                guard
+                    let listing = try listCollection(
+                        entry.name, type: entry.type, collections: collectionsByDirectory, unlessUnchangedSince: recorded, removingStaleTemps: true)
+                else { continue }  // gone since listed
                 report.removedTempFiles += listing.removedTempFiles
-                if let problem = listing.problem {
-                    report.ignored.append(IgnoredEntry(path: listing.directoryName, reason: problem))
-                    continue
-                }
-                guard let collection = collectionsByDirectory[ExactName(listing.directoryName)] ?? FileName.decode(listing.directoryName[...]) else {
-                    report.ignored.append(IgnoredEntry(path: listing.directoryName, reason: "not a name the store writes"))
+                report.ignored += listing.ignored
+                guard let collection = listing.collection, listing.problem == nil else {
+                    report.ignored.append(IgnoredEntry(path: listing.directoryName, reason: listing.problem ?? ""))
                     continue
                 }
                 unseen.remove(ExactName(collection))
@@ -109,7 +63,7 @@ extension ArchiveStore {
                 } else {
                     try examine(listing, of: collection, into: &candidates, report: &report)
                     report.listedDirectories += 1
-                    listed.append((listing.directoryName, listing.keptReservedEntries ? nil : listing.stamp, listing.stampedAt))
+                    listed.append((listing.directoryName, listing.stamp, listing.stampedAt))
                 }
             }
             // Collections whose directory is gone: every live object in them was deleted.
@@ -170,11 +124,14 @@ extension ArchiveStore {
                 if let files, try examine(files.map(\.string), in: directoryName.string, of: collection, into: &candidates, report: &report) {
                     continue
                 }
-                guard let listing = try listCollection(directoryName.string) else {
+                guard
+                    let listing = try listCollection(directoryName.string, collections: [directoryName: collection], removingStaleTemps: true)
+                else {
                     try addLiveObjects(of: collection, directoryName: directoryName.string, to: &candidates)
                     continue
                 }
                 report.removedTempFiles += listing.removedTempFiles
+                report.ignored += listing.ignored
                 if let problem = listing.problem {
                     // A symlink or a file where the collection was: its objects are gone.
                     report.ignored.append(IgnoredEntry(path: listing.directoryName, reason: problem))
@@ -260,41 +217,14 @@ extension ArchiveStore {
             candidates.append(candidate)
         }
 
-        // Files no row names are new objects, unless their key is held by another file
-        // (`a.json` beside `a.plist` is not another version of `a`, or each scan would flip
-        // between the two).
-        var newFiles: [(file: String, key: String)] = []
-        for index in files.indices where !named[index] {
-            guard let status = statuses[index] else { continue }  // gone since the listing
-            let file = files.name(index)
-            guard status.kind == .regular else {
-                ignore(file, Self.reason(notRegular: status.kind))
-                continue
-            }
-            guard let key = Self.key(ofNewFile: file) else {
-                ignore(file, "a name the store cannot map to a key")
-                continue
-            }
-            newFiles.append((file, key))
+        // Files no row names are new objects, unless the store cannot name them or another
+        // file holds their key.
+        guard named.indices.contains(where: { !named[$0] && statuses[$0] != nil }) else { return }
+        let (objects, ignored) = try manifest.read { tx in
+            try classifyUnnamed(listing, statuses: statuses, named: named, rowsHoldFiles: liveAndPresent > 0, tx: tx)
         }
-        guard !newFiles.isEmpty else { return }
-        var holders: [ExactName: String] = [:]
-        try manifest.read { tx in
-            for (file, key) in newFiles {
-                if let holder = holders[ExactName(key)] {
-                    ignore(file, "\(directoryName)/\(holder) already holds the key '\(key)'")
-                    continue
-                }
-                if liveAndPresent > 0, let row = try tx.object(ObjectID(unchecked: collection, key: key)), !row.isDeleted,
-                    let index = row.file.utf8.withContiguousStorageIfAvailable({ files.index(of: $0) }) ?? nil, statuses[index] != nil
-                {
-                    ignore(file, "\(directoryName)/\(row.file) already holds the key '\(key)'")
-                    continue
-                }
-                holders[ExactName(key)] = file
-                add(file, key: key)
-            }
-        }
+        report.ignored += ignored
+        for (file, key) in objects { add(file, key: key) }
     }
 
     /// Adds every live object of a collection whose directory is gone, to be recorded as deleted.
@@ -334,7 +264,7 @@ extension ArchiveStore {
             let relative = directoryName + "/" + file
             let (row, keyRow) = try manifest.read { tx -> (ObjectRecord?, ObjectRecord?) in
                 let row = try tx.object(holding: file, in: collection)
-                let key = row == nil ? Self.key(ofNewFile: file) : nil
+                let key = row == nil ? FileName.decode(FileName.split(file).stem) : nil
                 return (row, try key.flatMap { try tx.object(ObjectID(unchecked: collection, key: $0)) })
             }
             let status = try FileSystem.status(file, in: directory.fd, path: directoryPath + "/" + file)
@@ -348,35 +278,25 @@ extension ArchiveStore {
                 continue
             }
             guard let status else { continue }
-            guard status.kind == .regular else {
-                ignored.append(IgnoredEntry(path: relative, reason: Self.reason(notRegular: status.kind)))
-                continue
+            // The key's file is another one (`a.plist` for `a.json`): while it exists, it holds the key.
+            let verdict = try Self.verdict(onUnnamed: file, kind: status.kind, in: directoryName) { _ in
+                guard let keyRow, !keyRow.isDeleted,
+                    try FileSystem.status(keyRow.file, in: directory.fd, path: directoryPath + "/" + keyRow.file) != nil
+                else { return nil }
+                return keyRow.file
             }
-            guard let key = Self.key(ofNewFile: file) else {
-                ignored.append(IgnoredEntry(path: relative, reason: "a name the store cannot map to a key"))
-                continue
-            }
-            if let keyRow, !keyRow.isDeleted {
-                // The key's file is another one (`a.plist` for `a.json`): while it exists, it holds the key.
-                if try FileSystem.status(keyRow.file, in: directory.fd, path: directoryPath + "/" + keyRow.file) != nil {
-                    ignored.append(IgnoredEntry(path: relative, reason: "\(directoryName)/\(keyRow.file) already holds the key '\(key)'"))
-                    continue
+            switch verdict {
+            case .ignored(let reason):
+                ignored.append(IgnoredEntry(path: relative, reason: reason))
+            case .object(let key):
+                // A key row whose file is gone: its delete is recorded with this file's creation.
+                if let keyRow, !keyRow.isDeleted {
+                    found.append(Candidate(collection: collection, directoryName: directoryName, file: keyRow.file, key: key))
                 }
-                found.append(Candidate(collection: collection, directoryName: directoryName, file: keyRow.file, key: key))
+                found.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: key))
             }
-            found.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: key))
         }
         return true
-    }
-
-    /// The key a file that no row knows would hold, or nil when its name maps to no valid key.
-    private static func key(ofNewFile file: String) -> String? {
-        guard let key = FileName.decode(FileName.split(file).stem), ObjectID.problem(with: key, isCollection: false) == nil else { return nil }
-        return key
-    }
-
-    private static func reason(notRegular kind: FileStatus.Kind) -> String {
-        kind == .symlink ? "a symlink, not followed" : kind == .directory ? "a directory inside a collection" : "not a regular file"
     }
 
     /// Reads and records the candidates, in chunks so that other writers are not locked out
@@ -490,84 +410,6 @@ extension ArchiveStore {
     private enum Look {
         case unchanged, changed, gone
         case notRegular(FileStatus.Kind)
-    }
-
-    /// Stats the file at `index` of `files` in `directory`; nil when there is none.
-    private static func status(_ files: NameList, _ index: Int, in directory: FileHandle) throws -> FileStatus? {
-        try files.withName(index) { name in
-            try name.withMemoryRebound(to: CChar.self) {  // NUL-terminated in the list
-                try FileSystem.status($0.baseAddress!, in: directory.fd, path: directory.path + "/" + files.name(index))
-            }
-        }
-    }
-
-    /// Stats each of `files` in `directory` (nil where there is none), on every core: the
-    /// bulk of an unchanged scan.
-    private static func statuses(of files: NameList, in directory: FileHandle) throws -> [FileStatus?] {
-        try parallelMap(files.count) { try status(files, $0, in: directory) }
-    }
-
-    /// One directory at the root of the store, listed by a scan.
-    private struct Listing: Sendable {
-        var directoryName: String
-        /// Why it is not a collection directory (a symlink, a file), or nil.
-        var problem: String?
-        var files = NameList()
-        var removedTempFiles = 0
-        /// The directory's stamp, taken before it was listed, and the time just before it.
-        var stamp: DirectoryStamp?
-        var stampedAt: Int64 = 0
-        /// True when the stamp is the one a scan recorded: the directory was not listed.
-        var isUnchanged = false
-        /// Dot files that stayed (another process's temp files, or files left alone).
-        var keptReservedEntries = false
-    }
-
-    /// Lists one directory at the root, or returns nil when it does not exist. A directory
-    /// whose stamp is still `recorded` is not listed (``Listing/isUnchanged``).
-    private func listCollection(_ name: String, type: UInt8 = UInt8(DT_UNKNOWN), unlessUnchangedSince recorded: DirectoryStamp? = nil) throws
-        -> Listing?
-    {
-        var listing = Listing(directoryName: name)
-        let directory: FileHandle
-        do {
-            directory = try FileSystem.openDirectory(name, in: root, path: path + "/" + name)
-        } catch let error as SystemCallError where error.errno == ENOENT {
-            return nil
-        } catch let error as SystemCallError where [ELOOP, ENOTDIR].contains(error.errno) {
-            listing.problem = error.errno == ELOOP || type == DT_LNK ? "a symlink, not followed" : "a file outside any collection"
-            return listing
-        }
-        defer { directory.close() }
-        listing.stampedAt = Manifest.now()
-        listing.stamp = try FileSystem.directoryStamp(directory.fd, path: path + "/" + name)
-        if let recorded, listing.stamp == recorded {
-            listing.isUnchanged = true
-            return listing
-        }
-        try FileSystem.forEachEntry(of: directory.fd, path: path + "/" + name) { file, _ in
-            if !FileName.isReserved(file) {
-                listing.files.append(file)
-            } else {
-                let file = String(decoding: file, as: UTF8.self)  // reserved: a temp file, or left alone
-                if try removeStaleTemp(file, in: directory.fd, path: name + "/" + file) {
-                    listing.removedTempFiles += 1
-                } else {
-                    listing.keptReservedEntries = true
-                }
-            }
-        }
-        listing.files.buildIndex()
-        return listing
-    }
-
-    /// Removes a temp file whose owner is no longer running. Other dot files are left alone.
-    private func removeStaleTemp(_ name: String, in directory: Int32, path relative: String) throws -> Bool {
-        guard name.hasPrefix(FileName.tempPrefix) else { return false }
-        let parts = name.dropFirst(FileName.tempPrefix.count).split(separator: ".")
-        guard parts.count == 3, let pid = Int32(parts[0]), let start = Int64(parts[1]) else { return false }
-        guard !ProcessIdentity(pid: pid, startTime: start).isRunning else { return false }
-        return try FileSystem.removeFile(name, in: directory, path: path + "/" + relative)
     }
 }
 
