@@ -45,10 +45,13 @@ test-tsan: deps
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan $(if $(TSAN_FILTER),--filter '$(TSAN_FILTER)')
 
 # The benchmarks are a package of their own (Benchmarks/Package.swift, the project by path). It
-# builds the project's `archive-sync` beside them first (one `swift build` builds only the last
+# builds the project's `archive-sync` beside them (one `swift build` builds only the last
 # --product it is given): watch-bench, sync-bench, remote-bench and archive-bench's workload 5
-# run the one next to them. Then one build makes every benchmark, and they run in turn.
+# run the one next to them. keyed-bench links the Swift runtime dynamically, so it is built in
+# a folder of its own (Benchmarks/Package.swift says why). They run in turn.
 # BENCH_ARGS: e.g. --quick, --only 3. BENCH_BUILD: e.g. --scratch-path Benchmarks/.build-bench.
+# KEYED_BENCH_BUILD: keyed-bench's build folder.
+KEYED_BENCH_BUILD ?= --scratch-path Benchmarks/.build-keyed
 # WATCH_BENCH_ARGS (the watcher): e.g. --only 2; by default --quick when BENCH_ARGS has it.
 WATCH_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 # KEYED_BENCH_ARGS (the NSKeyedArchiver reader against NSKeyedUnarchiver): e.g. --quick.
@@ -62,13 +65,16 @@ CACHE_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 REMOTE_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 BENCH_SWIFT_BUILD = $(SWIFT) build $(RELEASE) --package-path Benchmarks $(BENCH_BUILD)
 BENCH_BIN = $$($(BENCH_SWIFT_BUILD) --show-bin-path)
+KEYED_SWIFT_BUILD = $(SWIFT) build -c release --package-path Benchmarks $(KEYED_BENCH_BUILD)
 bench: deps
 	@bash .ci/apt-install $(APT_PACKAGES) $(BENCH_PACKAGES)
-	$(BENCH_SWIFT_BUILD) --product archive-sync
-	$(BENCH_SWIFT_BUILD)
+	for product in archive-sync archive-bench watch-bench sync-bench cache-bench remote-bench; do \
+		$(BENCH_SWIFT_BUILD) --product $$product || exit 1; \
+	done
+	$(KEYED_SWIFT_BUILD) --product keyed-bench
 	"$(BENCH_BIN)/archive-bench" $(BENCH_ARGS)
 	"$(BENCH_BIN)/watch-bench" $(WATCH_BENCH_ARGS)
-	"$(BENCH_BIN)/keyed-bench" $(KEYED_BENCH_ARGS)
+	"$$($(KEYED_SWIFT_BUILD) --show-bin-path)/keyed-bench" $(KEYED_BENCH_ARGS)
 	"$(BENCH_BIN)/sync-bench" $(SYNC_BENCH_ARGS)
 	"$(BENCH_BIN)/cache-bench" $(CACHE_BENCH_ARGS)
 	"$(BENCH_BIN)/remote-bench" $(REMOTE_BENCH_ARGS)

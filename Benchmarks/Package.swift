@@ -7,9 +7,12 @@ import PackageDescription
 /// A library of the project.
 func project(_ name: String) -> Target.Dependency { .product(name: name, package: "archive-sync") }
 
-/// A benchmark program in the folder `path`, with `BenchSupport` and the project's `libraries`.
+let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
+
+/// A benchmark program in the folder `path`, with `BenchSupport`, its command line and the
+/// project's `libraries`.
 func benchmark(_ name: String, path: String, _ libraries: [String]) -> Target {
-    .executableTarget(name: name, dependencies: ["BenchSupport"] + libraries.map(project), path: path)
+    .executableTarget(name: name, dependencies: ["BenchSupport", "BenchCommandLine", argumentParser] + libraries.map(project), path: path)
 }
 
 let package = Package(
@@ -22,16 +25,25 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
-        // What the benchmarks share: the models, timing, formatting, scratch directories, child
-        // processes and the command line.
+        // The benchmarks' command lines: ArgumentParser, with their exit statuses.
         .target(
-            name: "BenchSupport",
-            dependencies: [project("ArchiveStore"), .product(name: "ArgumentParser", package: "swift-argument-parser")],
-            path: "BenchSupport"
+            name: "BenchCommandLine",
+            dependencies: [argumentParser],
+            path: "BenchCommandLine"
         ),
+        // What the benchmarks of the store, the watcher, the cache and sync share: the models,
+        // timing, formatting, scratch directories and child processes.
+        .target(name: "BenchSupport", dependencies: [project("ArchiveStore")], path: "BenchSupport"),
         benchmark("archive-bench", path: "ArchiveBench", ["ArchiveStore"]),
         benchmark("watch-bench", path: "WatchBench", ["ArchiveStore", "ArchiveWatch"]),
-        benchmark("keyed-bench", path: "KeyedBench", ["KeyedArchive"]),
+        // The Swift runtime linked dynamically (the Makefile builds it apart): statically linked,
+        // Foundation's NSKeyedArchiver cannot bridge Swift values (an array traps, a plist comes
+        // out empty). It times no process, so the static runtime's smaller memory is not needed.
+        .executableTarget(
+            name: "keyed-bench",
+            dependencies: ["BenchCommandLine", argumentParser, project("KeyedArchive")],
+            path: "KeyedBench"
+        ),
         benchmark("sync-bench", path: "SyncBench", ["ArchiveStore"]),
         benchmark("cache-bench", path: "CacheBench", ["ArchiveStore", "ArchiveCache", "ArchiveWatch"]),
         benchmark("remote-bench", path: "RemoteBench", ["ArchiveStore"]),

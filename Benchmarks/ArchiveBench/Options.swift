@@ -1,4 +1,5 @@
 import ArgumentParser
+import BenchCommandLine
 import BenchSupport
 import Foundation
 

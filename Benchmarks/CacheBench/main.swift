@@ -2,6 +2,7 @@
 // the same run. See Benchmarks/README.md; `cache-bench --help` gives the options.
 
 import ArgumentParser
+import BenchCommandLine
 import BenchSupport
 import Foundation
 

@@ -5,7 +5,7 @@
 // `keyed-bench --help` gives the options.
 
 import ArgumentParser
-import BenchSupport
+import BenchCommandLine
 import Foundation
 import KeyedArchive
 
@@ -165,6 +165,11 @@ func throughput(_ inputs: [Data], rounds: Int, seconds: Double, _ body: (Data) -
         rates.append(Double(done * bytes) / elapsed)
     }
     return (rates, failures)
+}
+
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    return sorted[sorted.count / 2]
 }
 
 func mb(_ rate: Double) -> String { String(format: "%.2f MB/s", rate / 1_000_000) }

@@ -5,6 +5,7 @@
 
 import ArchiveStore
 import ArgumentParser
+import BenchCommandLine
 import BenchSupport
 import Foundation
 

@@ -4,6 +4,7 @@
 
 import ArchiveStore
 import ArgumentParser
+import BenchCommandLine
 import BenchSupport
 import Foundation
 

@@ -3,6 +3,7 @@
 
 import ArchiveStore
 import ArgumentParser
+import BenchCommandLine
 import BenchSupport
 import Foundation
 

@@ -1,5 +1,6 @@
 // The benchmarks' command lines: ArgumentParser's parsing and help, with the exit statuses
-// Benchmarks/README.md gives (2 for bad usage, where ArgumentParser's own is 64).
+// Benchmarks/README.md gives (2 for bad usage, where ArgumentParser's own is 64). A module of
+// its own, apart from BenchSupport, so that keyed-bench links none of the store.
 
 import ArgumentParser
 import Foundation
@@ -84,7 +85,7 @@ public struct ScratchOption: ParsableArguments {
     public init() {}
 }
 
-/// `--cli PATH`: the `archive-sync` binary a benchmark runs (``archiveSyncPath(_:)``).
+/// `--cli PATH`: the `archive-sync` binary a benchmark runs (BenchSupport's `archiveSyncPath`).
 public struct ArchiveSyncOption: ParsableArguments {
     @Option(help: ArgumentHelp("The archive-sync binary to run (default: the one next to this program).", valueName: "PATH"))
     public var cli: String?
