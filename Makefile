@@ -2,7 +2,7 @@
 #   make demo    build, then run the demos on fresh stores: Samples/demo.sh, Samples/cache-demo.sh, Samples/two-dir-merge.sh
 #   make test    build and run every test
 #   make test-tsan  the library's tests under the thread sanitizer (slow; not part of `make test`)
-#   make bench   run the benchmarks (Benchmarks/README.md)
+#   make bench   build the benchmarks' package (Benchmarks/) and run them all (Benchmarks/README.md)
 # Each installs the Debian packages it needs, and only when they are missing.
 
 SWIFT ?= swift
@@ -14,8 +14,9 @@ BENCH_PACKAGES = rsync unison
 # Release builds link the Swift runtime and Foundation into each binary, as Swift server tools
 # ship: `archive-sync` then runs on a host without Swift (the far side of a sync over ssh), and
 # each process maps 5-6 MB less (Benchmarks/README.md). Every release build here uses the same
-# flags, so one `.build/release` serves them all. (Linking prints glibc's warning about
-# `mktemp` in Foundation's static library; it is not this project's code.)
+# flags, so one `.build/release` serves them all, and one `Benchmarks/.build/release` the
+# benchmarks. (Linking prints glibc's warning about `mktemp` in Foundation's static library;
+# it is not this project's code.)
 RELEASE = -c release --static-swift-stdlib
 
 deps:
@@ -43,35 +44,40 @@ test-tsan: deps
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan $(if $(TSAN_FILTER),--filter '$(TSAN_FILTER)')
 
-# One `swift build` builds only the last --product it is given, hence one build per product.
-# BENCH_ARGS: e.g. --quick, --only 3. BENCH_BUILD: e.g. --scratch-path .build-bench.
-# watch-bench (the watcher) runs after archive-bench and uses the archive-sync built beside it.
-# WATCH_BENCH_ARGS: e.g. --only 2; by default --quick when BENCH_ARGS has it.
+# The benchmarks are a package of their own (Benchmarks/Package.swift, the project by path). It
+# builds the project's `archive-sync` beside them (one `swift build` builds only the last
+# --product it is given): watch-bench, sync-bench, remote-bench and archive-bench's workload 5
+# run the one next to them. keyed-bench links the Swift runtime dynamically, so it is built in
+# a folder of its own (Benchmarks/Package.swift says why). They run in turn.
+# BENCH_ARGS: e.g. --quick, --only 3. BENCH_BUILD: e.g. --scratch-path Benchmarks/.build-bench.
+# KEYED_BENCH_BUILD: keyed-bench's build folder.
+KEYED_BENCH_BUILD ?= --scratch-path Benchmarks/.build-keyed
+# WATCH_BENCH_ARGS (the watcher): e.g. --only 2; by default --quick when BENCH_ARGS has it.
 WATCH_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
-# keyed-bench (the NSKeyedArchiver reader against NSKeyedUnarchiver) runs last. KEYED_BENCH_ARGS: e.g. --quick.
+# KEYED_BENCH_ARGS (the NSKeyedArchiver reader against NSKeyedUnarchiver): e.g. --quick.
 KEYED_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
-# sync-bench (two-directory sync against rsync and unison). SYNC_BENCH_ARGS: e.g. --only 3.
+# SYNC_BENCH_ARGS (two-directory sync against rsync and unison): e.g. --only 3.
 SYNC_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 # CACHE_BENCH_ARGS: e.g. --only 1, --rounds 15; by default --quick when BENCH_ARGS has it.
 CACHE_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
-# remote-bench (sync over ssh to an sshd of its own on 127.0.0.1, against rsync -e ssh) runs after it,
-# with the archive-sync built beside it. REMOTE_BENCH_ARGS: e.g. --runs 2.
+# REMOTE_BENCH_ARGS (sync over ssh to an sshd of its own on 127.0.0.1, against rsync -e ssh):
+# e.g. --runs 2.
 REMOTE_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
+BENCH_SWIFT_BUILD = $(SWIFT) build $(RELEASE) --package-path Benchmarks $(BENCH_BUILD)
+BENCH_BIN = $$($(BENCH_SWIFT_BUILD) --show-bin-path)
+KEYED_SWIFT_BUILD = $(SWIFT) build -c release --package-path Benchmarks $(KEYED_BENCH_BUILD)
 bench: deps
 	@bash .ci/apt-install $(APT_PACKAGES) $(BENCH_PACKAGES)
-	$(SWIFT) build $(RELEASE) $(BENCH_BUILD) --product archive-sync
-	$(SWIFT) build $(RELEASE) $(BENCH_BUILD) --product archive-bench
-	"$$($(SWIFT) build $(RELEASE) $(BENCH_BUILD) --show-bin-path)/archive-bench" $(BENCH_ARGS)
-	$(SWIFT) build $(RELEASE) $(BENCH_BUILD) --product watch-bench
-	"$$($(SWIFT) build $(RELEASE) $(BENCH_BUILD) --show-bin-path)/watch-bench" $(WATCH_BENCH_ARGS)
-	$(SWIFT) build $(RELEASE) $(BENCH_BUILD) --product keyed-bench
-	"$$($(SWIFT) build $(RELEASE) $(BENCH_BUILD) --show-bin-path)/keyed-bench" $(KEYED_BENCH_ARGS)
-	$(SWIFT) build $(RELEASE) $(BENCH_BUILD) --product sync-bench
-	"$$($(SWIFT) build $(RELEASE) $(BENCH_BUILD) --show-bin-path)/sync-bench" $(SYNC_BENCH_ARGS)
-	$(SWIFT) build $(RELEASE) $(BENCH_BUILD) --product cache-bench
-	"$$($(SWIFT) build $(RELEASE) $(BENCH_BUILD) --show-bin-path)/cache-bench" $(CACHE_BENCH_ARGS)
-	$(SWIFT) build $(RELEASE) $(BENCH_BUILD) --product remote-bench
-	"$$($(SWIFT) build $(RELEASE) $(BENCH_BUILD) --show-bin-path)/remote-bench" $(REMOTE_BENCH_ARGS)
+	for product in archive-sync archive-bench watch-bench sync-bench cache-bench remote-bench; do \
+		$(BENCH_SWIFT_BUILD) --product $$product || exit 1; \
+	done
+	$(KEYED_SWIFT_BUILD) --product keyed-bench
+	"$(BENCH_BIN)/archive-bench" $(BENCH_ARGS)
+	"$(BENCH_BIN)/watch-bench" $(WATCH_BENCH_ARGS)
+	"$$($(KEYED_SWIFT_BUILD) --show-bin-path)/keyed-bench" $(KEYED_BENCH_ARGS)
+	"$(BENCH_BIN)/sync-bench" $(SYNC_BENCH_ARGS)
+	"$(BENCH_BIN)/cache-bench" $(CACHE_BENCH_ARGS)
+	"$(BENCH_BIN)/remote-bench" $(REMOTE_BENCH_ARGS)
 
 format:
-	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Samples Benchmarks
+	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Samples Benchmarks/Package.swift $(wildcard Benchmarks/*/*.swift)

@@ -87,41 +87,6 @@ let package = Package(
             dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch"],
             path: "Samples/ModelCache"
         ),
-        .target(
-            name: "BenchSupport",
-            dependencies: ["ArchiveStore"],
-            path: "Benchmarks/BenchSupport"
-        ),
-        .executableTarget(
-            name: "archive-bench",
-            dependencies: ["ArchiveStore", "BenchSupport"],
-            path: "Benchmarks/ArchiveBench"
-        ),
-        .executableTarget(
-            name: "watch-bench",
-            dependencies: ["ArchiveStore", "ArchiveWatch", "BenchSupport"],
-            path: "Benchmarks/WatchBench"
-        ),
-        .executableTarget(
-            name: "sync-bench",
-            dependencies: ["ArchiveStore", "ArchiveSync", "ArchiveWatch", "BenchSupport"],
-            path: "Benchmarks/SyncBench"
-        ),
-        .executableTarget(
-            name: "remote-bench",
-            dependencies: ["ArchiveStore", "BenchSupport"],
-            path: "Benchmarks/RemoteBench"
-        ),
-        .executableTarget(
-            name: "cache-bench",
-            dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch", "BenchSupport"],
-            path: "Benchmarks/CacheBench"
-        ),
-        .executableTarget(
-            name: "keyed-bench",
-            dependencies: ["KeyedArchive"],
-            path: "Benchmarks/KeyedBench"
-        ),
         .testTarget(
             name: "ArchiveSyncTests",
             dependencies: ["ArchiveStore", "ArchiveSync", "archive-sync"]

@@ -93,13 +93,7 @@ func scanUnchanged(_ options: BenchOptions, large: LargeStore) throws -> [String
 
 /// The `archive-sync` binary, if it is built and has a `scan` command; otherwise why not.
 private func findCLI(_ options: BenchOptions) throws -> (path: String?, reason: String) {
-    let path: String
-    if let given = options.cli {
-        path = given
-    } else {
-        let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        path = me.deletingLastPathComponent().appendingPathComponent("archive-sync").path
-    }
+    let path = archiveSyncPath(options.cli)
     guard access(path, X_OK) == 0 else {
         return (nil, "no archive-sync binary at \(path) (build it, or pass --cli PATH); measured through the library only")
     }

@@ -166,6 +166,12 @@ public func fileCreationCostOnceNormal(under base: String, normal: Double = 50, 
 
 // MARK: - The machine
 
+/// The first line a benchmark prints: the program, `--quick` when given, the date and the
+/// machine (``machineDescription(directory:)`` of `directory`).
+public func runHeading(_ program: String, quick: Bool, directory: String) -> String {
+    "\(program) \(quick ? "--quick " : "")on \(Date.now.formatted(.iso8601.year().month().day())): \(machineDescription(directory: directory))"
+}
+
 /// One line naming the machine: cores, memory, kernel and the file system of `directory`.
 public func machineDescription(directory: String) -> String {
     let info = ProcessInfo.processInfo

@@ -8,50 +8,27 @@ import Foundation
 
 // MARK: - Child processes
 
-/// Runs `executable` with `arguments` and captures what it prints (stdout and stderr). Not for
-/// timing: Foundation's `waitUntilExit` polls in 50 ms steps.
+/// Runs `executable` with `arguments` and captures what it prints (stdout and stderr).
 public func runCapturing(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try process.run()
-    let output = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    let child = try ChildProcess(executable, arguments, stdout: .capture, stderr: .capture)
+    let output = child.readOutput()
+    return (child.waitUntilExit(), output)
 }
 
 /// Runs `executable` with `arguments`, its output sent to /dev/null, and times it from spawn
-/// to exit with `posix_spawn` and `waitpid`. Returns the exit status (128+N for signal N) and
-/// the child's peak resident memory in kilobytes.
+/// to exit. Returns the exit status (128+N for signal N) and the child's peak resident memory
+/// in kilobytes.
 ///
 /// The peak is `VmHWM` from `/proc/PID/status`, sampled every 2 ms by another thread while the
 /// child runs (it only grows, so the last sample holds the peak up to then), not `wait4`'s
-/// `ru_maxrss`: on Linux that counts the memory of the process that spawned the child, since
-/// a spawned child execs from its parent's address space, and a benchmark's own is large.
+/// `ru_maxrss` (``ChildProcess`` says why).
 public func runTimed(_ executable: String, _ arguments: [String]) throws -> (status: Int32, seconds: Double, maxResidentKilobytes: Int) {
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-    posix_spawn_file_actions_adddup2(&actions, 1, 2)
-    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-    defer { argv.forEach { free($0) } }
-    var pid: pid_t = 0
     let start = ContinuousClock.now
-    let rc = posix_spawn(&pid, executable, &actions, nil, argv, environ)
-    if rc != 0 { throw BenchError("cannot start \(executable): \(String(cString: strerror(rc)))") }
-    let sampler = PeakMemorySampler(pid: pid)
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 {
-        if errno != EINTR { throw BenchError("waitpid: \(String(cString: strerror(errno)))") }
-    }
+    let child = try ChildProcess(executable, arguments)
+    let sampler = PeakMemorySampler(pid: child.pid)
+    let status = child.waitUntilExit()
     let elapsed = (ContinuousClock.now - start).seconds
-    let peak = sampler.stop()
-    let exited = status & 0x7F == 0
-    return (exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F), elapsed, peak)
+    return (status, elapsed, sampler.stop())
 }
 
 /// Reads a running process's `VmHWM` every 2 ms on a thread of its own.
@@ -63,16 +40,12 @@ private final class PeakMemorySampler: @unchecked Sendable {
 
     init(pid: pid_t) {
         Thread { [self] in
-            let path = "/proc/\(pid)/status"
             while true {
                 condition.lock()
                 let done = stopped
                 condition.unlock()
                 if done { break }
-                if let text = try? String(contentsOfFile: path, encoding: .utf8),
-                    let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-                    let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
-                {
+                if let kilobytes = try? procStatus(pid)["VmHWM"] {
                     condition.lock()
                     peak = max(peak, kilobytes)
                     condition.unlock()
@@ -113,17 +86,31 @@ public func rsyncHasFsync(_ rsync: String) -> Bool {
     return help.output.contains("--fsync")
 }
 
+/// The `archive-sync` binary a benchmark runs: `cli` (its `--cli`), or the one next to the
+/// running program (`/proc/self/exe`), where `make bench` builds it.
+public func archiveSyncPath(_ cli: String?) -> String {
+    if let cli { return cli }
+    let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    return me.deletingLastPathComponent().appendingPathComponent("archive-sync").path
+}
+
+/// ``archiveSyncPath(_:)``, or an error saying how to build it when it is not there.
+public func archiveSyncBinary(_ cli: String?) throws -> String {
+    let path = archiveSyncPath(cli)
+    guard access(path, X_OK) == 0 else {
+        throw BenchError(
+            "no archive-sync binary at \(path): build it beside the benchmarks (`make bench` does, or"
+                + " `swift build -c release --static-swift-stdlib --package-path Benchmarks --product archive-sync`), or pass --cli PATH"
+        )
+    }
+    return path
+}
+
 // MARK: - Watchers
 
-/// Starts `archive-sync watch STORE` in the background; the caller terminates it.
-public func startWatcher(cli: String, store: String) throws -> Process {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: cli)
-    process.arguments = ["watch", store]
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    return process
+/// Starts `archive-sync watch STORE` in the background; the caller stops it.
+public func startWatcher(cli: String, store: String) throws -> ChildProcess {
+    try ChildProcess(cli, ["watch", store])
 }
 
 /// Waits until `archive-sync status` reports each store kept current by a watcher.

@@ -2,8 +2,10 @@
 // in the same run: the valid fixtures, and a large archive of 10,000+ objects written here by
 // Foundation's NSKeyedArchiver. Prints each side's throughput and the ratio (target >= 1.0x).
 //
-//   swift build -c release --product keyed-bench && .build/release/keyed-bench [--quick] [--fixtures DIR]
+// `keyed-bench --help` gives the options.
 
+import ArgumentParser
+import BenchCommandLine
 import Foundation
 import KeyedArchive
 
@@ -143,26 +145,6 @@ func foundationDecode(_ data: Data) -> AnyObject? {
 
 // MARK: - Measuring
 
-struct Options {
-    var quick = false
-    var fixtures: String?
-
-    static func parse(_ arguments: ArraySlice<String>) -> Options {
-        var options = Options()
-        var rest = arguments
-        while let argument = rest.popFirst() {
-            switch argument {
-            case "--quick": options.quick = true
-            case "--fixtures": options.fixtures = rest.popFirst()
-            default:
-                FileHandle.standardError.write(Data("usage: keyed-bench [--quick] [--fixtures DIR]\n".utf8))
-                exit(2)
-            }
-        }
-        return options
-    }
-}
-
 /// Runs `body` over `inputs` repeatedly for about `seconds`, in `rounds` alternating slices
 /// (with the other side run between), and returns the best round's bytes per second.
 func throughput(_ inputs: [Data], rounds: Int, seconds: Double, _ body: (Data) -> Bool) -> (perRound: [Double], failures: Int) {
@@ -227,52 +209,76 @@ func compare(_ title: String, _ inputs: [Data], seconds: Double, extra: [(String
 
 // MARK: - Main
 
-let options = Options.parse(CommandLine.arguments.dropFirst())
-let fixtureDirectory =
-    options.fixtures
-    ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    .appendingPathComponent("Tests/KeyedArchiveTests/Fixtures").path
-let fixtureNames = [
-    "HDFArchiveModel.archiver", "MalePerson.archiver", "MyArray.archiver", "PersonCache.archiver", "WZX_PersonModel_person1.archiver",
-    "WZX_PersonModel_person1_ManModel_manModel.archiver",
-]
-let fixtures = fixtureNames.compactMap { FileManager.default.contents(atPath: fixtureDirectory + "/" + $0) }
-guard fixtures.count == fixtureNames.count else {
-    FileHandle.standardError.write(Data("keyed-bench: cannot read the fixtures in \(fixtureDirectory) (use --fixtures DIR)\n".utf8))
-    exit(1)
-}
-registerFoundationClasses()
+KeyedBench.runBenchmark()
 
-// The large archive: items sharing 50 owners, written by Foundation's own archiver.
-let itemCount = 3_000
-let owners = (0..<50).map { ItemOwnerNS(name: "owner \($0)") }
-let items = NSArray(array: (0..<itemCount).map { ItemNS(index: $0, owner: owners[$0 % owners.count]) })
-let archiver = NSKeyedArchiver(requiringSecureCoding: false)
-archiver.setClassName("Item", for: ItemNS.self)
-archiver.setClassName("ItemOwner", for: ItemOwnerNS.self)
-archiver.encode(items, forKey: NSKeyedArchiveRootObjectKey)
-archiver.finishEncoding()
-let large = archiver.encodedData
-let check = try KeyedArchive.decode(large)
-guard case .array(let decodedItems) = check, decodedItems.count == itemCount,
-    let theirs = foundationDecode(large) as? [ItemNS], theirs.count == itemCount
-else {
-    FileHandle.standardError.write(Data("keyed-bench: the large archive does not decode on both sides\n".utf8))
-    exit(1)
-}
-let objectCount: Int = {
-    guard let plist = try? PropertyListSerialization.propertyList(from: large, format: nil) as? [String: Any],
-        let objects = plist["$objects"] as? [Any]
-    else { return 0 }
-    return objects.count
-}()
+/// The command line of `keyed-bench`.
+struct KeyedBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keyed-bench",
+        abstract: "KeyedArchive.decode against Foundation's NSKeyedUnarchiver on the same bytes, as a ratio of throughputs (target >= 1.0x).",
+        discussion: """
+            Workloads: 1 the valid fixtures of Tests/KeyedArchiveTests/Fixtures, 2 a large archive written by Foundation's NSKeyedArchiver. Each side runs 5 alternating rounds; medians are reported.
 
-let seconds = options.quick ? 1.0 : 5.0
-print(
-    "keyed-bench: \(ProcessInfo.processInfo.activeProcessorCount) cores; \(options.quick ? "--quick, " : "")\(seconds) s per side per workload, 5 alternating rounds, medians"
-)
-let small = compare("1. the \(fixtures.count) valid fixtures (\(fixtures.reduce(0) { $0 + $1.count }) bytes)", fixtures, seconds: seconds)
-let big = compare(
-    "2. a large archive: \(itemCount) items, \(objectCount) objects in $objects, \(large.count) bytes", [large], seconds: seconds,
-    extra: [("KeyedArchiveDecoder → [Item]", { data in (try? KeyedArchiveDecoder().decode([Item].self, from: data)) != nil })])
-print("summary: fixtures \(String(format: "%.2f", small))x, large \(String(format: "%.2f", big))x NSKeyedUnarchiver's throughput")
+            Exit status: 0 when both workloads ran (a missed target prints FAIL), 1 when one failed to run, 2 for bad usage. See Benchmarks/README.md.
+            """
+    )
+
+    @Flag(help: "1 s per side per workload instead of 5.")
+    var quick = false
+
+    @Option(
+        help: ArgumentHelp("The directory of the fixture archives (default: Tests/KeyedArchiveTests/Fixtures of this repository).", valueName: "DIR"))
+    var fixtures: String?
+
+    func run() throws {
+        let fixtureDirectory =
+            fixtures
+            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Tests/KeyedArchiveTests/Fixtures").path
+        let fixtureNames = [
+            "HDFArchiveModel.archiver", "MalePerson.archiver", "MyArray.archiver", "PersonCache.archiver", "WZX_PersonModel_person1.archiver",
+            "WZX_PersonModel_person1_ManModel_manModel.archiver",
+        ]
+        let fixtureData = fixtureNames.compactMap { FileManager.default.contents(atPath: fixtureDirectory + "/" + $0) }
+        guard fixtureData.count == fixtureNames.count else {
+            FileHandle.standardError.write(Data("keyed-bench: cannot read the fixtures in \(fixtureDirectory) (use --fixtures DIR)\n".utf8))
+            Foundation.exit(1)
+        }
+        registerFoundationClasses()
+
+        // The large archive: items sharing 50 owners, written by Foundation's own archiver.
+        let itemCount = 3_000
+        let owners = (0..<50).map { ItemOwnerNS(name: "owner \($0)") }
+        let items = NSArray(array: (0..<itemCount).map { ItemNS(index: $0, owner: owners[$0 % owners.count]) })
+        let archiver = NSKeyedArchiver(requiringSecureCoding: false)
+        archiver.setClassName("Item", for: ItemNS.self)
+        archiver.setClassName("ItemOwner", for: ItemOwnerNS.self)
+        archiver.encode(items, forKey: NSKeyedArchiveRootObjectKey)
+        archiver.finishEncoding()
+        let large = archiver.encodedData
+        let check = try KeyedArchive.decode(large)
+        guard case .array(let decodedItems) = check, decodedItems.count == itemCount,
+            let theirs = foundationDecode(large) as? [ItemNS], theirs.count == itemCount
+        else {
+            FileHandle.standardError.write(Data("keyed-bench: the large archive does not decode on both sides\n".utf8))
+            Foundation.exit(1)
+        }
+        let objectCount: Int = {
+            guard let plist = try? PropertyListSerialization.propertyList(from: large, format: nil) as? [String: Any],
+                let objects = plist["$objects"] as? [Any]
+            else { return 0 }
+            return objects.count
+        }()
+
+        let seconds = quick ? 1.0 : 5.0
+        print(
+            "keyed-bench: \(ProcessInfo.processInfo.activeProcessorCount) cores; \(quick ? "--quick, " : "")\(seconds) s per side per workload, 5 alternating rounds, medians"
+        )
+        let small = compare(
+            "1. the \(fixtureData.count) valid fixtures (\(fixtureData.reduce(0) { $0 + $1.count }) bytes)", fixtureData, seconds: seconds)
+        let big = compare(
+            "2. a large archive: \(itemCount) items, \(objectCount) objects in $objects, \(large.count) bytes", [large], seconds: seconds,
+            extra: [("KeyedArchiveDecoder → [Item]", { data in (try? KeyedArchiveDecoder().decode([Item].self, from: data)) != nil })])
+        print("summary: fixtures \(String(format: "%.2f", small))x, large \(String(format: "%.2f", big))x NSKeyedUnarchiver's throughput")
+    }
+}

@@ -6,20 +6,6 @@ import Foundation
     import Glibc
 #endif
 
-/// The model: one object of exactly 512 bytes of JSON, as the issue's workload names.
-private struct Blob: Codable {
-    var n: Int
-    var pad: String
-
-    init(_ n: Int, fill: Character = "x") {
-        self.n = n
-        pad = String(repeating: fill, count: 512 - 15 - String(n).count)
-    }
-
-    static let collection = "Item"
-    static func file(_ n: Int) -> String { "item\(n).json" }
-}
-
 /// The workloads of the two-directory sync issue, each against rsync or unison in the same run.
 final class SyncBench {
     let options: SyncBenchOptions
@@ -34,11 +20,7 @@ final class SyncBench {
     init(_ options: SyncBenchOptions) throws {
         self.options = options
         scratch = try ScratchDirectory(under: options.directory, name: "run")
-        cli =
-            options.cli
-            ?? URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("archive-sync")
-            .path
-        guard access(cli, X_OK) == 0 else { throw BenchError("no archive-sync at \(cli): build it (`make bench` does) or pass --cli PATH") }
+        cli = try archiveSyncBinary(options.cli)
         guard let rsync = findOnPath("rsync"), let unison = findOnPath("unison") else {
             throw BenchError("rsync and unison are needed (apt-get install -y rsync unison; `make bench` installs them)")
         }
@@ -65,20 +47,13 @@ final class SyncBench {
 
     func run() throws {
         let n = options.count
-        print(
-            "sync-bench \(options.quick ? "--quick " : "")on \(Date.now.formatted(.iso8601.year().month().day())): \(machineDescription(directory: options.directory))"
-        )
+        print(runHeading("sync-bench", quick: options.quick, directory: options.directory))
         print("\(grouped(n)) objects of 512 bytes of JSON; \(options.runs) runs, medians; \(unisonVersion())")
         print()
 
         // Store A, settled: its files are older than the 2 s in which a scan re-hashes them.
         let a = scratch.path + "/a"
-        let store = try ArchiveStore(directory: a)
-        for part in 0..<10 {
-            try store.batch { tx in
-                for i in part * n / 10..<(part + 1) * n / 10 { try tx.save(Blob(i), forKey: "item\(i)", in: Blob.collection) }
-            }
-        }
+        let store = try Blob.buildStore(at: a, count: n)
         Thread.sleep(forTimeInterval: 2.1)
         _ = try store.scan()
         let source = a + "/" + Blob.collection + "/"
@@ -164,12 +139,7 @@ final class SyncBench {
         // 3. No-op sync of two watched stores.
         if options.only.contains(3) {
             let watchers = try [a, b].map { try startWatcher(cli: cli, store: $0) }
-            defer {
-                for watcher in watchers {
-                    watcher.terminate()
-                    watcher.waitUntilExit()
-                }
-            }
+            defer { watchers.forEach { $0.stop() } }
             try waitUntilCurrent(cli: cli, stores: [a, b])
             var watched: [Double] = []
             for _ in 0..<max(options.runs, 5) { watched.append(try timed("watched no-op sync", cli, ["sync", a, b])) }

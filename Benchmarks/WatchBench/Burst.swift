@@ -13,7 +13,7 @@ import Foundation
 /// The baseline: the same files written into a fresh store with no watcher, then one
 /// `store.scan()`, timed by itself.
 func burst(_ options: BenchOptions) throws -> [String] {
-    let cli = try archiveSyncBinary(options)
+    let cli = try archiveSyncBinary(options.cli)
     let scratch = try ScratchDirectory(under: options.directory, name: "burst")
     let count = options.burst
     let files = try Person.encoded(0..<count)
@@ -23,7 +23,7 @@ func burst(_ options: BenchOptions) throws -> [String] {
     let watchedPath = try scratch.sub("watched")
     let watched = try ArchiveStore(directory: watchedPath)
     try watched.save(Person.sample(-1), forKey: "seed")  // makes STORE/Person/
-    let watcher = try ChildProcess(cli, ["watch", watchedPath], logPath: scratch.path + "/watch.log")
+    let watcher = try ChildProcess(cli, ["watch", watchedPath], stderr: .file(scratch.path + "/watch.log"))
     defer { watcher.stop() }
     try watcher.waitForLog("caught up", timeout: .seconds(60))
     let watchedDirectory = try openDirectory(watchedPath + "/" + collection)

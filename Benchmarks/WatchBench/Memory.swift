@@ -17,7 +17,7 @@ import Foundation
 /// For scale: the same watcher on a one-object store, `archive-sync status` on the large store
 /// (its VmHWM, sampled until it exits), and `sleep 100`.
 func memory(_ options: BenchOptions) throws -> [String] {
-    let cli = try archiveSyncBinary(options)
+    let cli = try archiveSyncBinary(options.cli)
     let scratch = try ScratchDirectory(under: options.directory, name: "memory")
     let count = options.storeSize
     let storePath = try scratch.sub("store")
@@ -32,7 +32,7 @@ func memory(_ options: BenchOptions) throws -> [String] {
     let small = try watchMemory(cli, smallPath, log: scratch.path + "/watch-small.log")
 
     let statusPeak = try sampledPeak(cli, ["status", storePath], log: scratch.path + "/status.log")
-    let sleeper = try ChildProcess("/bin/sleep", ["100"], logPath: scratch.path + "/sleep.log")
+    let sleeper = try ChildProcess("/bin/sleep", ["100"], stderr: .file(scratch.path + "/sleep.log"))
     defer { sleeper.stop() }
     Thread.sleep(forTimeInterval: 0.2)
     let sleepRSS = try sleeper.memory()["VmRSS"] ?? 0
@@ -61,7 +61,7 @@ private func watchMemory(_ cli: String, _ store: String, log: String) throws -> 
     caughtUp: [String: Int], after: [String: Int], caughtUpSeconds: Double, summary: String
 ) {
     let start = ContinuousClock.now
-    let watcher = try ChildProcess(cli, ["watch", store], logPath: log)
+    let watcher = try ChildProcess(cli, ["watch", store], stderr: .file(log))
     defer { watcher.stop() }
     try watcher.waitForLog("caught up", timeout: .seconds(120))
     let caughtUpSeconds = (ContinuousClock.now - start).seconds
@@ -79,7 +79,7 @@ private func watchMemory(_ cli: String, _ store: String, log: String) throws -> 
 /// Runs a short command to its end, reading its VmHWM from /proc/PID/status as often as it can;
 /// the last reading is its peak (unless it grew in its last few hundred microseconds).
 private func sampledPeak(_ executable: String, _ arguments: [String], log: String) throws -> Int {
-    let child = try ChildProcess(executable, arguments, logPath: log)
+    let child = try ChildProcess(executable, arguments, stderr: .file(log))
     var peak = 0
     while child.exitStatus == nil {
         if let hwm = try? procStatus(child.pid)["VmHWM"] { peak = max(peak, hwm) }
