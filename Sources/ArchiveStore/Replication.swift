@@ -222,8 +222,9 @@ extension ArchiveStore {
         try withManifest { try $0.read { try $0.currentSequence() } }
     }
 
-    /// How many live objects the store holds.
-    package func liveObjectCount() throws -> Int {
+    /// How many live objects the store holds, as the manifest records them (no scan, no
+    /// watcher probe: one read of the manifest).
+    public func liveObjectCount() throws -> Int {
         try withManifest { try $0.read { try $0.totals().objects } }
     }
 

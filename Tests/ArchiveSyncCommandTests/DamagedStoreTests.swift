@@ -66,10 +66,14 @@ struct DamagedStoreTests {
         try #require(failed.status == 1, "\(failed)")
 
         let waiting = "waiting for free space on the file system of \(b)"
-        for command in [["ls"], ["status"], ["verify"], ["get", "Person/p0"]] {
+        // Reads show the store as the manifest last recorded it: the landed files are not
+        // objects yet, so `get` finds none and `verify` lists them as untracked.
+        for (command, status) in [(["ls"], 0), (["status"], 0), (["verify"], 1), (["get", "Person/p0"], 2)] {
             let result = try runArchiveSync([command[0], b] + command.dropFirst())
-            #expect(result.status == 0, "\(command): \(result)")
+            #expect(result.status == status, "\(command): \(result)")
             #expect(result.errorOutput.contains("recovery of an interrupted write of 63 objects is \(waiting)"), "\(command): \(result)")
+            if command == ["verify"] { #expect(result.output.contains("untracked Person/p0:"), "\(result)") }
+            if command[0] == "get" { #expect(result.errorOutput.contains("Person/p0 does not exist"), "\(result)") }
         }
         let put = try runArchiveSync(["put", b, "Person/new"], stdin: Data("{}".utf8))
         #expect(put.status == 1 && put.errorOutput.contains("nothing was written"), "\(put)")
