@@ -254,9 +254,11 @@ private final class Watches {
         }
         if name == ArchiveStore.metadataDirectoryName, mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
             // The kernel holds back the root's own IN_DELETE_SELF while the store keeps the root
-            // open; the manifest's directory going away is the sign that the store is gone.
-            store.sink.post(.failed(.storeRemoved(path: store.root)))
-            remove(store: id, root: access(store.root, F_OK) == 0 ? .present : .deleted)
+            // open; the manifest's directory going away is the sign that the store is gone, or,
+            // with the root still there, that its manifest and history are.
+            let rootPresent = access(store.root, F_OK) == 0
+            store.sink.post(.failed(rootPresent ? .metadataRemoved(path: store.root) : .storeRemoved(path: store.root)))
+            remove(store: id, root: rootPresent ? .present : .deleted)
             return
         }
         if mask & UInt32(IN_CREATE) != 0, mask & UInt32(IN_ISDIR) == 0, WatchProbe.isProbe(name) {

@@ -22,6 +22,9 @@ public enum WatchError: ExitStatusError, Sendable, Equatable {
     /// The manifest file the watcher records into was removed or replaced (`how`) by another
     /// program: what it recorded from then on would be lost.
     case manifestReplaced(path: String, how: String)
+    /// The store's `.archive-sync` directory (its manifest and history) was removed or moved
+    /// away while the store's own directory stayed.
+    case metadataRemoved(path: String)
 
     public var description: String {
         switch self {
@@ -32,6 +35,9 @@ public enum WatchError: ExitStatusError, Sendable, Equatable {
                 "cannot watch \(path): the inotify watch limit (\(limit), /proc/sys/fs/inotify/max_user_watches) is reached; raise it with `sysctl fs.inotify.max_user_watches=524288`"
         case .inotifyUnavailable(let reason):
             return "inotify failed: \(reason)"
+        case .metadataRemoved(let path):
+            return
+                "the \(ArchiveStore.metadataDirectoryName) directory of \(path) (its manifest and history) was removed or moved away while watched; watching stopped (`archive-sync init \(path)` makes it a store again, with a new replica id and no history)"
         case .manifestReplaced(let path, let how):
             return
                 "the manifest of \(path) was \(how) while watched, so changes could no longer be recorded; watching stopped (start it again, after `archive-sync repair \(path)` if the store is refused)"

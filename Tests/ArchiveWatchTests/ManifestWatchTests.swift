@@ -32,4 +32,18 @@ import Testing
             #expect(WatchError.manifestReplaced(path: path, how: how).description.contains("watching stopped"))
         }
     }
+
+    /// Removing `.archive-sync` is not the store being deleted: the message says what went.
+    @Test func removingTheMetadataDirectoryIsToldApartFromTheStoreGoing() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/store"
+            let store = try ArchiveStore(directory: path)
+            try store.save(Person(name: "A", age: 1), forKey: "a")
+            let watcher = try store.startWatching(watchOptions(silent: true))
+            try FileManager.default.removeItem(atPath: path + "/.archive-sync")
+            try await waitUntilStopped(watcher)
+            await #expect(throws: WatchError.metadataRemoved(path: path)) { try await watcher.wait() }
+            #expect(!WatchError.metadataRemoved(path: path).description.contains("deleted or moved away while watched"))
+        }
+    }
 }
