@@ -57,8 +57,8 @@ private func text(_ store: ArchiveStore, _ key: String) throws -> String {
     String(decoding: try store.data(for: ObjectID(collection: "P", key: key)), as: UTF8.self)
 }
 
-@Suite("Sync: what the review found")
-struct ReviewTests {
+@Suite("Sync: skipped writes, merged vectors, deletes after the latest, and synced stamps")
+struct IncrementalSyncTests {
     /// A write skipped because the object changed during the sync is taken by the next sync,
     /// even when the change left no new version (undone): the checkpoints did not move past it.
     @Test func aWriteSkippedDuringASyncIsTakenByTheNextOne() async throws {
