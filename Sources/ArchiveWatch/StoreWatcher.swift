@@ -257,10 +257,11 @@ public final class StoreWatcher: Sendable {
 }
 
 extension ArchiveStore {
-    /// True while the store's directory is still where it was opened.
+    /// True while the store's directory is still where it was opened, with its metadata
+    /// directory in it (a symlink put in its place is not followed, and does not count).
     fileprivate var directoryExists: Bool {
         var info = stat()
-        return stat(path + "/.archive-sync", &info) == 0
+        return lstat(path + "/" + ArchiveStore.metadataDirectoryName, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
     }
 }
 
