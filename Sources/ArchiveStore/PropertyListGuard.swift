@@ -1,0 +1,71 @@
+import Foundation
+
+/// Property lists that Foundation's `PropertyListDecoder` (Swift 6.3 on Linux) traps on, rather
+/// than throwing, refused before it sees them: a `.plist` object in a store is outside input
+/// (another program, another replica), and loading one must not end the app. Found by the fuzz
+/// target `fuzz-plist-codec` (docs/fuzzing.md); each case is one Foundation also refuses when
+/// it does not trap, so no property list it decodes is refused here.
+enum PropertyListGuard {
+    /// Throws `DecodingError.dataCorrupted` for:
+    /// - an XML property list with bytes that are not UTF-8 (in an `<integer>` they trap;
+    ///   anywhere else Foundation refuses them). XML in UTF-16 starts with a byte-order mark
+    ///   and passes.
+    /// - a binary property list with an array, set, dictionary or UTF-16 string whose count
+    ///   needs more bytes than the file has (a count whose size in bytes passes `Int.max` traps
+    ///   when Foundation converts it).
+    static func refuseWhatFoundationTrapsOn(_ data: Data) throws {
+        if data.starts(with: "bplist0".utf8) {
+            if data.withUnsafeBytes({ impossibleCount(in: $0) }) { throw corrupt("a count larger than the file") }
+            return
+        }
+        if data.starts(with: [0xFE, 0xFF]) || data.starts(with: [0xFF, 0xFE]) { return }
+        guard String(validating: data, as: UTF8.self) == nil else { return }
+        throw corrupt("an XML property list that is not valid UTF-8")
+    }
+
+    private static func corrupt(_ what: String) -> DecodingError {
+        DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "The given data was not a valid property list: \(what)"))
+    }
+
+    /// Walks the offset table of a binary property list (the trailer's layout is Apple's
+    /// `bplist00`); gives up, leaving the verdict to Foundation, at anything it cannot read.
+    private static func impossibleCount(in bytes: UnsafeRawBufferPointer) -> Bool {
+        let trailer = bytes.count - 32
+        guard trailer > 8 else { return false }
+        func integer(at offset: Int, size: Int) -> UInt64? {
+            guard size >= 1, size <= 8, offset >= 0, offset <= bytes.count - size else { return nil }
+            return bytes[offset..<offset + size].reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        let offsetSize = Int(bytes[trailer + 6])
+        let referenceSize = UInt64(bytes[trailer + 7])
+        guard let objects = integer(at: trailer + 8, size: 8), let table = integer(at: trailer + 24, size: 8),
+            objects <= UInt64(bytes.count), table <= UInt64(trailer)
+        else { return false }
+        for index in 0..<Int(objects) {
+            guard let offset = integer(at: Int(table) + index * offsetSize, size: offsetSize), offset < UInt64(trailer) else { return false }
+            let marker = bytes[Int(offset)]
+            // Arrays (0xA), sets (0xC), dictionaries (0xD), UTF-16 strings (0x6): a count in the
+            // marker's low bits, or 0xF and an integer object after it.
+            let unit: UInt64
+            switch marker >> 4 {
+            case 0xA, 0xC: unit = referenceSize
+            case 0xD: unit = 2 * referenceSize
+            case 0x6: unit = 2
+            default: continue
+            }
+            var count = UInt64(marker & 0x0F)
+            var start = Int(offset) + 1
+            if count == 0xF {
+                guard start < bytes.count, bytes[start] >> 4 == 1 else { continue }
+                let size = 1 << Int(bytes[start] & 0x0F)
+                // Foundation reads only the last 8 bytes of a longer integer.
+                guard let value = integer(at: start + 1 + max(0, size - 8), size: min(size, 8)) else { continue }
+                count = value
+                start += 1 + size
+            }
+            let (needed, overflow) = count.multipliedReportingOverflow(by: unit)
+            if overflow || start > bytes.count || needed > UInt64(bytes.count - start) { return true }
+        }
+        return false
+    }
+}
