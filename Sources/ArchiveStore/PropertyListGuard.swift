@@ -3,8 +3,8 @@ import Foundation
 /// Property lists that Foundation's `PropertyListDecoder` (Swift 6.3 on Linux) traps on, rather
 /// than throwing, refused before it sees them: a `.plist` object in a store is outside input
 /// (another program, another replica), and loading one must not end the app. Found by the fuzz
-/// target `fuzz-plist-codec` (docs/fuzzing.md); each case is one Foundation also refuses when
-/// it does not trap, so no property list it decodes is refused here.
+/// target `fuzz-plist-codec` (docs/fuzzing.md). The first two cases below are ones Foundation
+/// refuses anyway when it does not trap; the third is a shape the store's codec never writes.
 enum PropertyListGuard {
     /// Throws `DecodingError.dataCorrupted` for:
     /// - an XML property list with bytes that are not UTF-8 (in an `<integer>` they trap;
@@ -13,9 +13,13 @@ enum PropertyListGuard {
     /// - a binary property list with an array, set, dictionary or UTF-16 string whose count
     ///   needs more bytes than the file has (a count whose size in bytes passes `Int.max` traps
     ///   when Foundation converts it).
+    /// - a binary property list with an array, set or dictionary as an element of a set or as a
+    ///   key of a dictionary: `PropertyListSerialization` (`put`'s check) crashes bridging it to
+    ///   a Swift `Set` or `Dictionary`, whose elements and keys must be hashable. The store's
+    ///   codec never writes a set, nor a key that is not a string.
     static func refuseWhatFoundationTrapsOn(_ data: Data) throws {
         if data.starts(with: "bplist0".utf8) {
-            if data.withUnsafeBytes({ impossibleCount(in: $0) }) { throw corrupt("a count larger than the file") }
+            if let problem = data.withUnsafeBytes({ binaryProblem(in: $0) }) { throw corrupt(problem) }
             return
         }
         if data.starts(with: [0xFE, 0xFF]) || data.starts(with: [0xFF, 0xFE]) { return }
@@ -29,9 +33,9 @@ enum PropertyListGuard {
 
     /// Walks the offset table of a binary property list (the trailer's layout is Apple's
     /// `bplist00`); gives up, leaving the verdict to Foundation, at anything it cannot read.
-    private static func impossibleCount(in bytes: UnsafeRawBufferPointer) -> Bool {
+    private static func binaryProblem(in bytes: UnsafeRawBufferPointer) -> String? {
         let trailer = bytes.count - 32
-        guard trailer > 8 else { return false }
+        guard trailer > 8 else { return nil }
         func integer(at offset: Int, size: Int) -> UInt64? {
             guard size >= 1, size <= 8, offset >= 0, offset <= bytes.count - size else { return nil }
             return bytes[offset..<offset + size].reduce(0) { $0 << 8 | UInt64($1) }
@@ -40,10 +44,16 @@ enum PropertyListGuard {
         let referenceSize = UInt64(bytes[trailer + 7])
         guard let objects = integer(at: trailer + 8, size: 8), let table = integer(at: trailer + 24, size: 8),
             objects <= UInt64(bytes.count), table <= UInt64(trailer)
-        else { return false }
-        for index in 0..<Int(objects) {
-            guard let offset = integer(at: Int(table) + index * offsetSize, size: offsetSize), offset < UInt64(trailer) else { return false }
-            let marker = bytes[Int(offset)]
+        else { return nil }
+        func objectMarker(_ reference: UInt64) -> UInt8? {
+            guard reference < objects, let offset = integer(at: Int(table) + Int(reference) * offsetSize, size: offsetSize),
+                offset < UInt64(trailer)
+            else { return nil }
+            return bytes[Int(offset)]
+        }
+        for index in 0..<objects {
+            guard let marker = objectMarker(index), let offset = integer(at: Int(table) + Int(index) * offsetSize, size: offsetSize)
+            else { return nil }
             // Arrays (0xA), sets (0xC), dictionaries (0xD), UTF-16 strings (0x6): a count in the
             // marker's low bits, or 0xF and an integer object after it.
             let unit: UInt64
@@ -64,8 +74,17 @@ enum PropertyListGuard {
                 start += 1 + size
             }
             let (needed, overflow) = count.multipliedReportingOverflow(by: unit)
-            if overflow || start > bytes.count || needed > UInt64(bytes.count - start) { return true }
+            if overflow || start > bytes.count || needed > UInt64(bytes.count - start) { return "a count larger than the file" }
+            // A set's elements, a dictionary's keys (its first `count` references).
+            guard marker >> 4 == 0xC || marker >> 4 == 0xD else { continue }
+            for position in 0..<Int(count) {
+                let at = start + position * Int(referenceSize)
+                guard let reference = integer(at: at, size: Int(referenceSize)), let element = objectMarker(reference) else { continue }
+                if [0xA, 0xC, 0xD].contains(element >> 4) {
+                    return marker >> 4 == 0xC ? "a set that holds a collection" : "a dictionary key that is a collection"
+                }
+            }
         }
-        return false
+        return nil
     }
 }

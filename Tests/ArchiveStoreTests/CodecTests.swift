@@ -305,7 +305,8 @@ struct CodecTests {
 
     /// Found by `fuzz-plist-codec` too: a binary property list whose dictionary claims 2^62
     /// entries made both PropertyListDecoder and PropertyListSerialization trap, in `load` and
-    /// in `put` (which checks the bytes it is given); both now refuse it, and `put` stores nothing.
+    /// in `put` (which checks the bytes it is given), and one with a set of dictionaries made
+    /// `put` crash; both are refused now, and `put` stores nothing.
     @Test func binaryPropertyListWithAnImpossibleCountIsAnErrorNotATrap() throws {
         struct Small: Codable, Equatable { var x: Int? }
         var bytes: [UInt8] = Array("bplist00".utf8) + [0xDF, 0x13, 0x40, 0, 0, 0, 0, 0, 0, 0] + [8]
@@ -314,6 +315,11 @@ struct CodecTests {
         try withStore { store, _ in
             let id = try ObjectID(collection: "Small", key: "s")
             #expect(throws: (any Error).self) { _ = try store.put(Data(bytes), as: id, codec: .propertyList) }
+            #expect(try store.keys(of: Small.self).isEmpty)
+            // A set holding a dictionary: PropertyListSerialization crashed (SIGSEGV) bridging it.
+            var set: [UInt8] = Array("bplist00".utf8) + [0xC1, 0x01, 0xD0] + [8, 10]
+            set += [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 2] + [0, 0, 0, 0, 0, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 11]
+            #expect(throws: (any Error).self) { _ = try store.put(Data(set), as: id, codec: .propertyList) }
             #expect(try store.keys(of: Small.self).isEmpty)
             // The store's own binary property lists still pass.
             _ = try store.put(try ArchiveCodec.propertyList.encode(Small(x: 7)), as: id, codec: .propertyList)
