@@ -51,6 +51,7 @@ enum PropertyListGuard {
             else { return nil }
             return bytes[Int(offset)]
         }
+        var budget = 8 * bytes.count
         for index in 0..<objects {
             guard let marker = objectMarker(index), let offset = integer(at: Int(table) + Int(index) * offsetSize, size: offsetSize)
             else { return nil }
@@ -73,10 +74,15 @@ enum PropertyListGuard {
                 count = value
                 start += 1 + size
             }
-            let (needed, overflow) = count.multipliedReportingOverflow(by: unit)
+            // With a reference size of 0 a count costs no bytes; it is still at most one per byte.
+            let (needed, overflow) = count.multipliedReportingOverflow(by: max(unit, 1))
             if overflow || start > bytes.count || needed > UInt64(bytes.count - start) { return "a count larger than the file" }
             // A set's elements, a dictionary's keys (its first `count` references).
             guard marker >> 4 == 0xC || marker >> 4 == 0xD else { continue }
+            // Objects may share their bytes: past a budget of references read, stop looking
+            // rather than take quadratic time (found by fuzz-plist-codec as a hang).
+            budget -= Int(count)
+            if budget < 0 { return nil }
             for position in 0..<Int(count) {
                 let at = start + position * Int(referenceSize)
                 guard let reference = integer(at: at, size: Int(referenceSize)), let element = objectMarker(reference) else { continue }

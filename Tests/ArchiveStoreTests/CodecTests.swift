@@ -312,6 +312,11 @@ struct CodecTests {
         var bytes: [UInt8] = Array("bplist00".utf8) + [0xDF, 0x13, 0x40, 0, 0, 0, 0, 0, 0, 0] + [8]
         bytes += [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 1] + [0, 0, 0, 0, 0, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 18]
         #expect(throws: DecodingError.self) { try ArchiveCodec.propertyList.decode(Small.self, from: Data(bytes)) }
+        // The same with a reference size of 0 (each reference then costs no bytes): the guard's
+        // own walk looped over the 2^62 entries (a hang found by the fuzzer).
+        var noReferences = bytes
+        noReferences[noReferences.count - 25] = 0
+        #expect(throws: DecodingError.self) { try ArchiveCodec.propertyList.decode(Small.self, from: Data(noReferences)) }
         try withStore { store, _ in
             let id = try ObjectID(collection: "Small", key: "s")
             #expect(throws: (any Error).self) { _ = try store.put(Data(bytes), as: id, codec: .propertyList) }
