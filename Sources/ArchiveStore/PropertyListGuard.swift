@@ -13,10 +13,10 @@ enum PropertyListGuard {
     /// - a binary property list with an array, set, dictionary or UTF-16 string whose count
     ///   needs more bytes than the file has (a count whose size in bytes passes `Int.max` traps
     ///   when Foundation converts it).
-    /// - a binary property list with an array, set or dictionary as an element of a set or as a
-    ///   key of a dictionary: `PropertyListSerialization` (`put`'s check) crashes bridging it to
-    ///   a Swift `Set` or `Dictionary`, whose elements and keys must be hashable. The store's
-    ///   codec never writes a set, nor a key that is not a string.
+    /// - a binary property list with a set (`PropertyListSerialization`, `put`'s check, crashes
+    ///   bridging any set to Swift, even one of strings) or with an array, set or dictionary as
+    ///   a dictionary's key (not hashable). The store's codec never writes a set, nor a key that
+    ///   is not a string.
     static func refuseWhatFoundationTrapsOn(_ data: Data) throws {
         if data.starts(with: "bplist0".utf8) {
             if let problem = data.withUnsafeBytes({ binaryProblem(in: $0) }) { throw corrupt(problem) }
@@ -77,8 +77,10 @@ enum PropertyListGuard {
             // With a reference size of 0 a count costs no bytes; it is still at most one per byte.
             let (needed, overflow) = count.multipliedReportingOverflow(by: max(unit, 1))
             if overflow || start > bytes.count || needed > UInt64(bytes.count - start) { return "a count larger than the file" }
-            // A set's elements, a dictionary's keys (its first `count` references).
-            guard marker >> 4 == 0xC || marker >> 4 == 0xD else { continue }
+            // A dictionary's keys: its first `count` references.
+            // PropertyListSerialization crashes on any set, even one of strings.
+            if marker >> 4 == 0xC { return "a set" }
+            guard marker >> 4 == 0xD else { continue }
             // Objects may share their bytes: past a budget of references read, stop looking
             // rather than take quadratic time (found by fuzz-plist-codec as a hang).
             budget -= Int(count)
@@ -86,9 +88,7 @@ enum PropertyListGuard {
             for position in 0..<Int(count) {
                 let at = start + position * Int(referenceSize)
                 guard let reference = integer(at: at, size: Int(referenceSize)), let element = objectMarker(reference) else { continue }
-                if [0xA, 0xC, 0xD].contains(element >> 4) {
-                    return marker >> 4 == 0xC ? "a set that holds a collection" : "a dictionary key that is a collection"
-                }
+                if [0xA, 0xC, 0xD].contains(element >> 4) { return "a dictionary key that is a collection" }
             }
         }
         return nil

@@ -325,6 +325,10 @@ struct CodecTests {
             var set: [UInt8] = Array("bplist00".utf8) + [0xC1, 0x01, 0xD0] + [8, 10]
             set += [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 2] + [0, 0, 0, 0, 0, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 11]
             #expect(throws: (any Error).self) { _ = try store.put(Data(set), as: id, codec: .propertyList) }
+            // Any set: one of one string crashed it too.
+            var strings: [UInt8] = Array("bplist00".utf8) + [0xC1, 0x01, 0x53, 0x61, 0x62, 0x63] + [8, 10]
+            strings += [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 2] + [0, 0, 0, 0, 0, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 14]
+            #expect(throws: (any Error).self) { _ = try store.put(Data(strings), as: id, codec: .propertyList) }
             #expect(try store.keys(of: Small.self).isEmpty)
             // The store's own binary property lists still pass.
             _ = try store.put(try ArchiveCodec.propertyList.encode(Small(x: 7)), as: id, codec: .propertyList)
