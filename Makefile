@@ -37,8 +37,9 @@ test: deps
 	$(SWIFT) test --skip-build
 	$(MAKE) fuzz-replay
 
-# The libFuzzer targets under Fuzz/, built with the address sanitizer in .build-fuzz (a build of
-# their own: about N more minutes of a first `make test` on two cores). Fuzz/run.sh says more;
+# The libFuzzer targets under Fuzz/, built with the address sanitizer in .build-fuzz: a build of
+# their own, which adds about 1.5 minutes to a first `make test` on two idle cores (7 when four
+# other builds share them); replaying the corpus takes seconds. Fuzz/run.sh says more;
 # FUZZ_TARGETS='fuzz-serve fuzz-json' limits any of these to those targets.
 fuzz-build: deps
 	SWIFT=$(SWIFT) bash Fuzz/run.sh build

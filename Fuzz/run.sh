@@ -55,7 +55,7 @@ fuzz)
         echo "== $target: ${FUZZ_SECONDS:-60} s"
         set +e
         # shellcheck disable=SC2046
-        "$BIN/$target" -max_total_time="${FUZZ_SECONDS:-60}" -print_final_stats=1 -print_funcs=0 \
+        "$BIN/$target" -max_total_time="${FUZZ_SECONDS:-60}" -timeout=10 -print_final_stats=1 -print_funcs=0 \
             -artifact_prefix="Fuzz/Crashes/$target/" ".build-fuzz/corpus/$target" $(inputs "$target") 2>&1 |
             grep -vE '^(#[0-9]+\s+(NEW|REDUCE|pulse)|"|###### |INFO: )'
         status=${PIPESTATUS[0]}
