@@ -1,6 +1,7 @@
 # archive-sync: the two commands the README opens with, and the benchmarks.
 #   make demo    build, then run the demos on fresh stores: Samples/demo.sh, Samples/cache-demo.sh, Samples/two-dir-merge.sh
-#   make test    build and run every test
+#   make test    build and run every test, then replay each fuzz target's corpus and saved crashes
+#   make fuzz    fuzz each decoder of outside bytes for FUZZ_SECONDS (default 60) each (docs/fuzzing.md)
 #   make test-tsan  the library's tests under the thread sanitizer (slow; not part of `make test`)
 #   make bench   build the benchmarks' package (Benchmarks/) and run them all (Benchmarks/README.md)
 # Each installs the Debian packages it needs, and only when they are missing.
@@ -9,7 +10,7 @@ SWIFT ?= swift
 APT_PACKAGES = libsqlite3-dev libinotifytools0-dev openssh-server openssh-client
 BENCH_PACKAGES = rsync unison
 
-.PHONY: deps demo test test-tsan bench build format
+.PHONY: deps demo test test-tsan bench build format fuzz fuzz-build fuzz-replay fuzz-seeds
 
 # Release builds link the Swift runtime and Foundation into each binary, as Swift server tools
 # ship: `archive-sync` then runs on a host without Swift (the far side of a sync over ssh), and
@@ -35,6 +36,26 @@ demo: build
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	$(MAKE) fuzz-replay
+
+# The libFuzzer targets under Fuzz/, built with the address sanitizer in .build-fuzz: a build of
+# their own, which adds about 1.5 minutes to a first `make test` on two idle cores (7 when four
+# other builds share them); replaying the corpus takes seconds. Fuzz/run.sh says more;
+# FUZZ_TARGETS='fuzz-serve fuzz-json' limits any of these to those targets.
+fuzz-build: deps
+	SWIFT=$(SWIFT) bash Fuzz/run.sh build
+
+# Each target once over its committed corpus and its saved crashes (Fuzz/Crashes/TARGET/).
+fuzz-replay: fuzz-build
+	bash Fuzz/run.sh replay
+
+# FUZZ_SECONDS=N fuzzes each target N seconds; a crash is saved in Fuzz/Crashes/TARGET/.
+fuzz: fuzz-build
+	bash Fuzz/run.sh fuzz
+
+# Rewrites the generated seeds of Fuzz/Corpus (frames, replies, encoded models).
+fuzz-seeds:
+	SWIFT=$(SWIFT) bash Fuzz/run.sh seeds
 
 # The thread sanitizer, in its own build directory (a full build of its own: slow on two cores).
 # Every lock the tests reach is a TracedMutex (Sources/ArchiveLocking/TracedMutex.swift says why

@@ -124,3 +124,22 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// libFuzzer targets, one per decoder of outside bytes (docs/fuzzing.md). `make fuzz` builds them
+// with `-sanitize=fuzzer,address -DFUZZING`; a plain build makes each a program that replays the
+// inputs named on its command line.
+let fuzzTargets: [(name: String, dependencies: [Target.Dependency])] = [
+    ("fuzz-wire-request", ["ArchiveSync"]),
+    ("fuzz-wire-reply", ["ArchiveSync"]),
+    ("fuzz-serve", ["ArchiveStore", "ArchiveSync"]),
+    ("fuzz-keyed-archive", ["KeyedArchive"]),
+    ("fuzz-plist-codec", ["ArchiveStore"]),
+    ("fuzz-json", ["ArchiveJSON", "ArchiveStore"]),
+    ("fuzz-manifest", ["ArchiveStore"]),
+    ("fuzz-file-name", ["ArchiveStore"]),
+]
+package.targets += [
+    .target(name: "CFuzzer", path: "Fuzz/CFuzzer"),
+    .target(name: "FuzzSupport", dependencies: ["CFuzzer"], path: "Fuzz/FuzzSupport"),
+]
+package.targets += fuzzTargets.map { .executableTarget(name: $0.name, dependencies: $0.dependencies + ["FuzzSupport"], path: "Fuzz/\($0.name)") }

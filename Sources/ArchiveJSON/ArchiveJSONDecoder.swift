@@ -208,6 +208,13 @@ final class ArchiveJSONDecoder: Decoder {
         // JSONDecoder refuses what overflows to infinity, and what underflows to zero.
         guard let value = T(text), value.isFinite else { throw unsupported() }
         if value == 0 {
+            // JSONDecoder refuses `0e1` to `0E9` (those three bytes exactly) as a floating-point
+            // number, though not `0e0`, `0e+1`, `0e10` or `-0e1` (found by Fuzz/fuzz-json).
+            if end - start == 3, bytes[start] == UInt8(ascii: "0"), bytes[start + 1] | 0x20 == UInt8(ascii: "e"),
+                (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(bytes[start + 2])
+            {
+                throw unsupported()
+            }
             for position in start..<end {
                 let byte = bytes[position]
                 if byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") { break }

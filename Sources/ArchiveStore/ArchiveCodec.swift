@@ -56,7 +56,9 @@ public enum ArchiveCodec: String, Sendable, CaseIterable, Codable {
                 // The store's own decoder where it can answer, JSONDecoder's answer where it cannot.
                 if let value = decodeArchiveJSON(type, from: data) { return value }
                 return try Self.jsonDecoder.decode(type, from: data)
-            case .propertyList: return try Self.plistDecoder.decode(type, from: data)
+            case .propertyList:
+                try PropertyListGuard.refuseWhatFoundationTrapsOn(data)
+                return try Self.plistDecoder.decode(type, from: data)
             }
         }
         switch self {
@@ -65,6 +67,7 @@ public enum ArchiveCodec: String, Sendable, CaseIterable, Codable {
             decoder.userInfo = userInfo
             return try decoder.decode(type, from: data)
         case .propertyList:
+            try PropertyListGuard.refuseWhatFoundationTrapsOn(data)
             let decoder = PropertyListDecoder()
             decoder.userInfo = userInfo
             return try decoder.decode(type, from: data)
@@ -75,7 +78,9 @@ public enum ArchiveCodec: String, Sendable, CaseIterable, Codable {
     func validate(_ data: Data) throws {
         switch self {
         case .json: _ = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
-        case .propertyList: _ = try PropertyListSerialization.propertyList(from: data, options: [], format: nil)
+        case .propertyList:
+            try PropertyListGuard.refuseWhatFoundationTrapsOn(data)
+            _ = try PropertyListSerialization.propertyList(from: data, options: [], format: nil)
         }
     }
 }

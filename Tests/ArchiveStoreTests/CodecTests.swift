@@ -283,4 +283,56 @@ struct CodecTests {
             #expect(object?["radius"] as? Double == 1)
         }
     }
+
+    /// Found by the fuzz target `fuzz-plist-codec` (its inputs are kept in Fuzz/Crashes/):
+    /// Foundation's decoder trapped on an XML property list with bytes that are not UTF-8 in an
+    /// `<integer>`, so loading such a file from a store ended the app.
+    @Test func xmlPropertyListThatIsNotUTF8IsAnErrorNotATrap() throws {
+        struct Wide: Decodable { var wide: Int64? }
+        let bytes =
+            Data("<plist version=\"1.0\"><dict><key>wide</key><integer>-".utf8) + Data(repeating: 0xFF, count: 7)
+            + Data("08</integer></dict></plist>".utf8)
+        #expect(throws: DecodingError.self) { try ArchiveCodec.propertyList.decode(Wide.self, from: bytes) }
+        #expect(throws: DecodingError.self) {
+            try ArchiveCodec.propertyList.decode(Wide.self, from: bytes, userInfo: [CodingUserInfoKey(rawValue: "any")!: 1])
+        }
+        // XML in UTF-16 (with its byte-order mark) still decodes.
+        let utf16 = try #require(
+            "<?xml version=\"1.0\" encoding=\"UTF-16\"?><plist version=\"1.0\"><dict><key>wide</key><integer>5</integer></dict></plist>"
+                .data(using: .utf16))
+        #expect(try ArchiveCodec.propertyList.decode(Wide.self, from: utf16).wide == 5)
+    }
+
+    /// Found by `fuzz-plist-codec` too: a binary property list whose dictionary claims 2^62
+    /// entries made both PropertyListDecoder and PropertyListSerialization trap, in `load` and
+    /// in `put` (which checks the bytes it is given), and one with a set of dictionaries made
+    /// `put` crash; both are refused now, and `put` stores nothing.
+    @Test func binaryPropertyListWithAnImpossibleCountIsAnErrorNotATrap() throws {
+        struct Small: Codable, Equatable { var x: Int? }
+        var bytes: [UInt8] = Array("bplist00".utf8) + [0xDF, 0x13, 0x40, 0, 0, 0, 0, 0, 0, 0] + [8]
+        bytes += [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 1] + [0, 0, 0, 0, 0, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 18]
+        #expect(throws: DecodingError.self) { try ArchiveCodec.propertyList.decode(Small.self, from: Data(bytes)) }
+        // The same with a reference size of 0 (each reference then costs no bytes): the guard's
+        // own walk looped over the 2^62 entries (a hang found by the fuzzer).
+        var noReferences = bytes
+        noReferences[noReferences.count - 25] = 0
+        #expect(throws: DecodingError.self) { try ArchiveCodec.propertyList.decode(Small.self, from: Data(noReferences)) }
+        try withStore { store, _ in
+            let id = try ObjectID(collection: "Small", key: "s")
+            #expect(throws: (any Error).self) { _ = try store.put(Data(bytes), as: id, codec: .propertyList) }
+            #expect(try store.keys(of: Small.self).isEmpty)
+            // A set holding a dictionary: PropertyListSerialization crashed (SIGSEGV) bridging it.
+            var set: [UInt8] = Array("bplist00".utf8) + [0xC1, 0x01, 0xD0] + [8, 10]
+            set += [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 2] + [0, 0, 0, 0, 0, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 11]
+            #expect(throws: (any Error).self) { _ = try store.put(Data(set), as: id, codec: .propertyList) }
+            // Any set: one of one string crashed it too.
+            var strings: [UInt8] = Array("bplist00".utf8) + [0xC1, 0x01, 0x53, 0x61, 0x62, 0x63] + [8, 10]
+            strings += [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 2] + [0, 0, 0, 0, 0, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 14]
+            #expect(throws: (any Error).self) { _ = try store.put(Data(strings), as: id, codec: .propertyList) }
+            #expect(try store.keys(of: Small.self).isEmpty)
+            // The store's own binary property lists still pass.
+            _ = try store.put(try ArchiveCodec.propertyList.encode(Small(x: 7)), as: id, codec: .propertyList)
+            #expect(try store.load(Small.self, forKey: "s") == Small(x: 7))
+        }
+    }
 }

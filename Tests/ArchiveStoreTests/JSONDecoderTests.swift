@@ -291,4 +291,18 @@ struct JSONDecoderTests {
         }
         #expect(decodeArchiveJSON([[[Int]]].self, from: Data("[[[1]],[]]".utf8)) == [[[1]], []])
     }
+
+    /// Found by the fuzz target `fuzz-json` (its input is kept in Fuzz/Crashes/): JSONDecoder
+    /// refuses `0e8` as a Double, and the store's decoder gave 0.0 for it.
+    @Test("0e1 to 0E9 as a floating-point number: JSONDecoder's error, as JSONDecoder gives it; 0e0, 0e10, -0e1 still decode")
+    func zeroWithOneDigitExponentIsJSONDecodersError() throws {
+        for text in [#"{"a":0e8}"#, #"{"a":0E1}"#] {
+            #expect(agrees([String: Double].self, Array(text.utf8)).agrees)
+            #expect(decodeArchiveJSON([String: Double].self, from: Data(text.utf8)) == nil)
+        }
+        #expect(agrees([Double].self, Array("[0e9]".utf8)).agrees)
+        #expect(decodeArchiveJSON([Float].self, from: Data("[0e9]".utf8)) == nil)
+        #expect(decodeArchiveJSON([Double].self, from: Data("[0e0,0e10,-0e1,0e+1]".utf8)) == [0, 0, -0.0, 0])
+        #expect(agrees(Holder<Double>.self, Array(#"{"value":0e5}"#.utf8)).agrees)
+    }
 }

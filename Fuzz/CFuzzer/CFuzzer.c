@@ -1,0 +1,2 @@
+// The module is its header: LLVMFuzzerRunDriver is libFuzzer's.
+#include "CFuzzer.h"
