@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The demo that `make demo` runs: a store made by the library, inspected and changed with the
-# command, edited behind its back, scanned, verified, repaired from history, and watched.
+# command, edited behind its back, scanned, verified, repaired from history, watched, and its
+# lost manifest rebuilt with `repair`.
 #
 #   Samples/demo.sh BIN_DIR [STORE]     (BIN_DIR holds archive-sync and quickstart)
 set -euo pipefail
@@ -89,4 +90,13 @@ wait "$watcher" && echo "(watcher exited $?)"
 trap - EXIT
 cat "$store.watch.log" | tail -1
 rm -f "$store.watch.out" "$store.watch.log"
+
+step "rm $store/.archive-sync/manifest.sqlite*      # the manifest lost"
+rm "$store"/.archive-sync/manifest.sqlite*
+step "archive-sync ls $store      # refused, never silently replaced (exit 2)"
+archive_sync ls "$store" || echo "(exit $?)"
+step "archive-sync repair $store      # rebuilt from the object files, same replica id"
+archive_sync repair "$store"
+step "archive-sync verify $store"
+archive_sync verify "$store"
 printf '\nThe store is in %s; try `%s/archive-sync --help`.\n' "$store" "$bin"
