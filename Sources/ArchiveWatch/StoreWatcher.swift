@@ -183,6 +183,18 @@ public final class StoreWatcher: Sendable {
     /// still the one at the manifest's path (inotify does not watch `.archive-sync/`).
     private static let manifestCheckInterval = Duration.seconds(1)
 
+    /// `.archive-sync` going is also how `rm -rf STORE` begins (the root goes last): the
+    /// root is given half a second to go too before the store is said to have lost only its
+    /// metadata.
+    private static func settled(_ error: WatchError) -> WatchError {
+        guard case .metadataRemoved(let path) = error else { return error }
+        for _ in 0..<50 {
+            if access(path, F_OK) != 0 { return .storeRemoved(path: path) }
+            usleep(10_000)
+        }
+        return error
+    }
+
     private func run() {
         let logger = options.logger
         let clock = ContinuousClock()
@@ -195,7 +207,7 @@ public final class StoreWatcher: Sendable {
             let batch = inbox.next(debounce: options.debounce, deadline: nextRescan.map { min($0, check) } ?? check)
             if batch.stop { break }
             if let error = batch.failure {
-                failure = error
+                failure = Self.settled(error)
                 break
             }
             if let how = store.manifestChange {
