@@ -35,6 +35,7 @@ build)
     done
     ;;
 replay)
+    replayed=0
     for target in $TARGETS; do
         set +e
         # shellcheck disable=SC2046
@@ -43,9 +44,12 @@ replay)
         set -e
         if [ "$status" -ne 0 ]; then
             echo "$target crashed on an input of $(inputs "$target" | tr '\n' ' ')(exit $status)" >&2
+            echo "fuzz-replay: $replayed passed, 1 failed"
             exit 1
         fi
+        replayed=$((replayed + 1))
     done
+    echo "fuzz-replay: $replayed passed, 0 failed"
     ;;
 fuzz)
     failed=()
