@@ -25,52 +25,7 @@ func check(_ bytes: [UInt8]) {
 
 /// One reply of every shape, as `serve` writes them, each after the byte that names its request.
 func seeds() throws -> [[UInt8]] {
-    let peer = ReplicaID(rawValue: "0123456789abcdef")
-    let data = Data("{\"v\":1}".utf8)
-    let live = ReplicaEntry(
-        id: try ObjectID(collection: "Person", key: "p1"), file: "p1.json", vector: VersionVector([peer: 2]), hash: ContentHash(of: data),
-        size: data.count, modified: 77, author: peer, isDeleted: false, sequence: 9)
-    let tombstone = ReplicaEntry(
-        id: try ObjectID(collection: "Car", key: "c"), file: "c.json", vector: VersionVector([peer: 4]), hash: nil, size: 0, modified: -3,
-        author: peer, isDeleted: true, sequence: 10)
-    func reply(_ kind: Wire.Kind, _ build: (inout WireWriter) -> Void) -> [UInt8] {
-        var writer = WireWriter()
-        build(&writer)
-        return [UInt8(kinds.firstIndex(of: kind)!)] + writer.bytes
-    }
-    return [
-        [0] + Wire.HelloReply(versions: 1...1, chosen: 1, store: (peer, "/srv/store")).encode(),
-        [0] + Wire.HelloReply(versions: 1...2, chosen: nil, store: nil).encode(),
-        reply(.begin) { _ in }, reply(.makeCurrent) { $0.bool(true) }, reply(.changeSequence) { $0.count(70_000) },
-        reply(.checkpoint) {
-            $0.bool(true)
-            $0.count(300)
-        },
-        reply(.entriesAfter) {
-            $0.bool(false)
-            $0.count(2)
-            $0.entry(live)
-            $0.entry(tombstone)
-        },
-        reply(.entriesFor) {
-            $0.count(2)
-            $0.bool(true)
-            $0.entry(live)
-            $0.bool(false)
-        },
-        reply(.contents) {
-            $0.count(2)
-            $0.bool(true)
-            $0.data(data)
-            $0.bool(false)
-        },
-        reply(.apply) {
-            $0.count(2)
-            $0.bool(true)
-            $0.bool(false)
-        },
-        reply(.failure) { $0.string("another sync holds the store's lock") },
-    ]
+    try Wire.Samples.replies().map { kind, payload in [UInt8(kinds.firstIndex(of: kind)!)] + payload }
 }
 
 @main enum FuzzWireReply {
