@@ -67,7 +67,7 @@ public final class ArchiveStore: Sendable {
     /// The inode of the manifest file as opened, to notice it being removed or replaced.
     let manifestInode: UInt64
     /// The store's root directory, opened once: every other name is resolved from it.
-    let root: Int32
+    let root: Descriptor
     /// Whether a recovery of interrupted writes waits (``pendingRecovery``).
     let recoveryState = TracedMutex(RecoveryState())
 
@@ -86,53 +86,44 @@ public final class ArchiveStore: Sendable {
         }
         self.path = directory
         self.options = options
-        var opened: Int32 = -1
         do {
             if options.create {
                 try FileSystem.makeDirectories(directory)
             }
-            let rootHandle: FileHandle
             do {
-                rootHandle = try FileSystem.openDirectory(directory, path: directory, followSymlink: true)
+                root = try FileSystem.openDirectory(directory, path: directory, followSymlink: true)
             } catch let error as SystemCallError where error.errno == ENOENT || error.errno == ENOTDIR {
                 throw ArchiveError.notAStore(path: directory, reason: error.errno == ENOENT ? "it does not exist" : "it is not a directory")
             }
-            opened = rootHandle.fd
-            root = rootHandle.fd
             let metadata = FileName.metadataDirectory
             var madeMetadata = false
-            switch try FileSystem.status(metadata, in: root, path: directory + "/" + metadata)?.kind {
+            switch try FileSystem.status(metadata, in: root, path: directory.appendingComponent(metadata))?.kind {
             case .directory?: break
             case nil where options.create:
-                madeMetadata = try FileSystem.makeDirectory(metadata, in: root, path: directory + "/" + metadata)
+                madeMetadata = try FileSystem.makeDirectory(metadata, in: root, path: directory.appendingComponent(metadata))
                 try FileSystem.sync(root, path: directory)
             case nil:
                 throw ArchiveError.notAStore(
                     path: directory, reason: "it has no \(metadata) directory (run `archive-sync init \(directory)` to make it a store)")
             case .symlink?:
-                throw ArchiveError.symlinkRefused(path: directory + "/" + metadata)
+                throw ArchiveError.symlinkRefused(path: directory.appendingComponent(metadata))
             default:
                 throw ArchiveError.notAStore(path: directory, reason: "\(metadata) is not a directory")
             }
-            let metadataHandle = try FileSystem.openDirectory(metadata, in: root, path: directory + "/" + metadata)
-            defer { metadataHandle.close() }
+            let metadataHandle = try FileSystem.openDirectory(metadata, in: root, path: directory.appendingComponent(metadata))
             // SQLite opens by path: the resolved one, so that its no-symlink rule applies inside the store only.
-            guard let resolved = realpath(directory, nil) else { throw SystemCallError(call: "realpath", path: directory, errno: errno) }
-            defer { free(resolved) }
             manifest = try Manifest.open(
-                store: directory, resolved: String(cString: resolved), root: root, metadata: metadataHandle, historyLimit: options.historyLimit,
+                store: directory, resolved: try FileSystem.resolvedPath(directory), root: root, metadata: metadataHandle,
+                historyLimit: options.historyLimit,
                 mayCreate: options.create, madeMetadata: madeMetadata, readOnly: Self.writeRefusal(root: root, path: directory))
-            manifestInode = try FileSystem.status(Manifest.fileName, in: metadataHandle.fd, path: directory)?.stamp.inode ?? 0
+            manifestInode = try FileSystem.status(Manifest.fileName, in: metadataHandle, path: directory)?.stamp.inode ?? 0
             // Recovery writes: on a store that cannot be written, reads see the last recorded state.
             interruptedWrites = manifest.writeRefusal == nil ? 0 : try manifest.read { try $0.intents().count { !$0.owner.isRunning } }
         } catch {
-            if opened >= 0 { close(opened) }  // deinit does not run for a store that never finished opening
             throw ArchiveError.wrap(error)
         }
         if manifest.writeRefusal == nil { try recoverInterruptedWrites() }
     }
-
-    deinit { close(root) }
 
     // MARK: - Typed API
 
@@ -315,8 +306,8 @@ public final class ArchiveStore: Sendable {
             if let problem = FileName.problem(withFile: file, ofKey: id.key) {
                 throw ArchiveError.damagedRecord(id, file: file, problem: problem)
             }
-            let relative = FileName.encode(id.collection) + "/" + file
-            guard let data = try FileSystem.readFile(relative, in: root, path: self.path + "/" + relative) else { return nil }
+            let relative = FileName.encode(id.collection).appendingComponent(file)
+            guard let data = try FileSystem.readFile(relative, in: root, path: self.path.appendingComponent(relative)) else { return nil }
             return (data, file)
         } catch let error as SystemCallError where error.errno == ENOTDIR {
             return nil
@@ -329,8 +320,8 @@ public final class ArchiveStore: Sendable {
     /// that can never be an object's file (a FIFO, a symlinked collection), so that a read says
     /// why rather than only that the object does not exist. Opens without reading or blocking.
     func refuseWhatIsThere(instead id: ObjectID) throws {
-        let relative = FileName.encode(id.collection) + "/" + cacheFileName(of: id)
-        if let (fd, _) = try FileSystem.openRegularFile(relative, in: root, path: path + "/" + relative) { close(fd) }
+        let relative = FileName.encode(id.collection).appendingComponent(cacheFileName(of: id))
+        _ = try FileSystem.openRegularFile(relative, in: root, path: path.appendingComponent(relative))
     }
 
     private func keptVersion(_ id: ObjectID, _ version: Int) throws -> (ObjectVersion, Data) {

@@ -50,9 +50,7 @@ package final class CacheMetadataReader: Sendable {
 
     package init(store: ArchiveStore) throws {
         do {
-            guard let resolved = realpath(store.path, nil) else { throw SystemCallError(call: "realpath", path: store.path, errno: errno) }
-            defer { free(resolved) }
-            let path = String(cString: resolved) + "/" + FileName.metadataDirectory + "/manifest.sqlite"
+            let path = try FileSystem.resolvedPath(store.path).appendingComponents(FileName.metadataDirectory, "manifest.sqlite")
             connection = TracedMutex(try SQLiteConnection(path: path, mode: store.isReadOnly ? .readOnly : .existing))
         } catch {
             throw ArchiveError.wrap(error)
@@ -120,12 +118,11 @@ extension ArchiveStore {
     }
 
     /// The stamp of the file at `relativePath` in the store (`Person/person1.json`), or nil
-    /// when it is not a regular file or cannot be stat'ed. The corresponding C function is `fstatat`.
+    /// when it is not a regular file, a directory on the way is a symlink, or it cannot be
+    /// stat'ed. The corresponding C function is `fstatat` (see ``FileSystem/regularFileStamp(atRelativePath:in:)``).
     @usableFromInline
     package func fileStamp(atPath relativePath: String) -> ObjectFileStamp? {
-        var info = stat()
-        guard fstatat(root, relativePath, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
-        return ObjectFileStamp(FileStamp(info))
+        FileSystem.regularFileStamp(atRelativePath: relativePath, in: root).map(ObjectFileStamp.init)
     }
 
     /// The name `id`'s file has in its collection's codec, such as `person1.json`.
@@ -142,24 +139,13 @@ extension ArchiveStore {
             do { try refuseWhatIsThere(instead: id) } catch { throw ArchiveError.wrap(error) }
             return nil
         }
-        let relative = FileName.encode(id.collection) + "/" + file
-        // O_NONBLOCK: a FIFO put where a file should be must not block (it is refused below).
-        let fd = FileSystem.openBeneath(relative, in: root, flags: O_RDONLY | O_NONBLOCK)
-        if fd < 0 {
-            let code = errno
-            guard code == ENOENT || code == ENOTDIR else {
-                throw ArchiveError.wrap(SystemCallError(call: "open", path: path + "/" + relative, errno: code))
-            }
-            return nil
-        }
-        defer { close(fd) }
-        var info = stat()
+        let relative = FileName.encode(id.collection).appendingComponent(file)
         do {
-            try FileSystem.check("fstat", path + "/" + relative) { fstat(fd, &info) }
-            guard info.st_mode & S_IFMT == S_IFREG else { throw SystemCallError(call: "open", path: path + "/" + relative, errno: EISDIR) }
-            let data = try FileSystem.readToEnd(fd, size: Int(info.st_size), path: path + "/" + relative)
+            guard let (data, stamp) = try FileSystem.readStampedFile(relative, in: root, path: path.appendingComponent(relative)) else { return nil }
             let value = try decode(type, id: id, file: file, data: data, schemaVersion: { try self.recordedSchemaVersion(of: id) })
-            return StampedObject(value: value, file: file, path: relative, stamp: ObjectFileStamp(FileStamp(info)))
+            return StampedObject(value: value, file: file, path: relative, stamp: ObjectFileStamp(stamp))
+        } catch let error as SystemCallError where error.errno == ENOTDIR {
+            return nil
         } catch {
             throw ArchiveError.wrap(error)
         }

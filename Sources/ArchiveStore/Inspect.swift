@@ -158,27 +158,26 @@ extension ArchiveStore {
             for (name, records) in byCollection.sorted(by: { $0.key.string.utf8.lexicographicallyPrecedes($1.key.string.utf8) }) {
                 let collection = name.string
                 let directoryName = FileName.encode(collection)
-                let directory = try FileSystem.openDirectoryIfPresent(directoryName, in: root, path: path + "/" + directoryName)
-                defer { directory?.close() }
+                let directory = try FileSystem.openDirectoryIfPresent(directoryName, in: root, path: path.appendingComponent(directoryName))
                 for record in records {
                     checked += 1
                     if checked % 1000 == 0 { progress?(checked, total) }
                     guard !record.isDeleted else { continue }
                     let id = record.id.description
-                    let relative = directoryName + "/" + record.file
+                    let relative = directoryName.appendingComponent(record.file)
                     if let problem = FileName.problem(withFile: record.file, ofKey: record.id.key) {
                         let error = ArchiveError.damagedRecord(record.id, file: record.file, problem: problem)
                         report.problems.append(.init(id: id, kind: .damaged, detail: error.description))
                         continue
                     }
-                    guard let directory, let status = try FileSystem.status(record.file, in: directory.fd, path: relative), status.kind == .regular
+                    guard let directory, let status = try FileSystem.status(record.file, in: directory, path: relative), status.kind == .regular
                     else {
                         report.problems.append(.init(id: id, kind: .missing, detail: "\(relative) is missing"))
                         continue
                     }
                     let data: Data?
                     do {
-                        data = try FileSystem.readFile(record.file, in: directory.fd, path: relative)
+                        data = try FileSystem.readFile(record.file, in: directory, path: relative)
                     } catch {
                         report.problems.append(.init(id: id, kind: .unreadable, detail: String(describing: error)))
                         continue
@@ -224,7 +223,7 @@ extension ArchiveStore {
     /// Reports what a scan would do with the files of a listed collection directory that the
     /// manifest does not hold as live objects: record them (`untracked`, a problem) or leave
     /// them alone (``VerifyReport/ignored``), by the rules a scan follows.
-    private func reportUnrecorded(_ listing: Listing, records: [ObjectRecord], in directory: FileHandle, into report: inout VerifyReport) throws {
+    private func reportUnrecorded(_ listing: Listing, records: [ObjectRecord], in directory: Descriptor, into report: inout VerifyReport) throws {
         let directoryName = listing.directoryName
         let statuses = try Self.statuses(of: listing.files, in: directory)
         var named = [Bool](repeating: false, count: listing.files.count)
@@ -241,7 +240,7 @@ extension ArchiveStore {
             guard let status = statuses[index] else { continue }
             if !record.isDeleted { rowsHoldFiles = true }
             if status.kind != .regular {
-                report.ignored.append(IgnoredEntry(path: directoryName + "/" + record.file, reason: Self.reason(notRegular: status.kind)))
+                report.ignored.append(IgnoredEntry(path: directoryName.appendingComponent(record.file), reason: Self.reason(notRegular: status.kind)))
             } else if record.isDeleted {
                 untracked(record.file, key: record.id.key)  // a deleted object's file is back
             }

@@ -52,23 +52,20 @@ extension ArchiveStore {
                     // What repair is for.
                 }
             }
-            let root: FileHandle
+            let root: Descriptor
             do {
                 root = try FileSystem.openDirectory(directory, path: directory, followSymlink: true)
             } catch let error as SystemCallError where error.errno == ENOENT || error.errno == ENOTDIR {
                 throw ArchiveError.notAStore(path: directory, reason: error.errno == ENOENT ? "it does not exist" : "it is not a directory")
             }
-            defer { root.close() }
             let metadataName = FileName.metadataDirectory
-            guard let metadata = try FileSystem.openDirectoryIfPresent(metadataName, in: root.fd, path: directory + "/" + metadataName) else {
+            guard let metadata = try FileSystem.openDirectoryIfPresent(metadataName, in: root, path: directory.appendingComponent(metadataName))
+            else {
                 throw ArchiveError.notAStore(
                     path: directory, reason: "it has no \(metadataName) directory (run `archive-sync init \(directory)` to make it a store)")
             }
-            defer { metadata.close() }
-            if let refusal = writeRefusal(root: root.fd, path: directory) { throw refusal }
-            guard let resolved = realpath(directory, nil) else { throw SystemCallError(call: "realpath", path: directory, errno: errno) }
-            let manifestPath = String(cString: resolved) + "/" + metadataName + "/" + Manifest.fileName
-            free(resolved)
+            if let refusal = writeRefusal(root: root, path: directory) { throw refusal }
+            let manifestPath = try FileSystem.resolvedPath(directory).appendingComponents(metadataName, Manifest.fileName)
 
             let (movedManifest, movedAside) = try moveAside(in: metadata)
             let old = movedManifest.flatMap { Manifest.salvage(path: String(manifestPath.dropLast(Manifest.fileName.count)) + $0) }
@@ -98,7 +95,7 @@ extension ArchiveStore {
     /// Renames the manifest's files (and its WAL and shared-memory files, which belong with it)
     /// to `manifest.sqlite.damaged-TIME`, never over anything.
     /// - Returns: the manifest's new name, if it was there, and every file's.
-    private static func moveAside(in metadata: FileHandle) throws -> (manifest: String?, all: [String]) {
+    private static func moveAside(in metadata: Descriptor) throws -> (manifest: String?, all: [String]) {
         var now = time(nil)
         var parts = tm()
         gmtime_r(&now, &parts)
@@ -106,20 +103,20 @@ extension ArchiveStore {
             format: "%04d%02d%02dT%02d%02d%02dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec)
         var stem = Manifest.fileName + ".damaged-" + time
         var attempt = 1
-        while try ["", "-wal", "-shm", "-journal"].contains(where: { try FileSystem.status(stem + $0, in: metadata.fd, path: stem) != nil }) {
+        while try ["", "-wal", "-shm", "-journal"].contains(where: { try FileSystem.status(stem + $0, in: metadata, path: stem) != nil }) {
             attempt += 1
             stem = Manifest.fileName + ".damaged-" + time + "-\(attempt)"
         }
         var moved: [String] = []
-        for suffix in ["", "-wal", "-shm", "-journal"] where try FileSystem.status(Manifest.fileName + suffix, in: metadata.fd, path: stem) != nil {
-            let path = metadata.path + "/" + Manifest.fileName + suffix
-            guard try FileSystem.renameIfAbsent(Manifest.fileName + suffix, to: stem + suffix, in: metadata.fd, path: path) else {
+        for suffix in ["", "-wal", "-shm", "-journal"] where try FileSystem.status(Manifest.fileName + suffix, in: metadata, path: stem) != nil {
+            let path = metadata.path.appendingComponent(Manifest.fileName) + suffix
+            guard try FileSystem.renameIfAbsent(Manifest.fileName + suffix, to: stem + suffix, in: metadata, path: path) else {
                 throw ArchiveError.busy(
                     "\(metadata.path)/\(stem + suffix) appeared while the damaged manifest was being moved aside; run repair again")
             }
             moved.append(stem + suffix)
         }
-        try FileSystem.sync(metadata.fd, path: metadata.path)
+        try FileSystem.sync(metadata, path: metadata.path)
         return (moved.first { $0 == stem }, moved)
     }
 }

@@ -164,9 +164,9 @@ extension ArchiveStore {
     /// no write makes (a damaged row, which is not followed; a scan repairs it).
     package func contents(of entry: ReplicaEntry) throws -> Data? {
         guard let hash = entry.hash, FileName.problem(withFile: entry.file, ofKey: entry.id.key) == nil else { return nil }
-        let relative = FileName.encode(entry.id.collection) + "/" + entry.file
+        let relative = FileName.encode(entry.id.collection).appendingComponent(entry.file)
         do {
-            guard let data = try FileSystem.readFile(relative, in: root, path: path + "/" + relative) else { return nil }
+            guard let data = try FileSystem.readFile(relative, in: root, path: path.appendingComponent(relative)) else { return nil }
             return ContentHash(of: data) == hash ? data : nil
         } catch let error as SystemCallError where error.errno == ENOTDIR || error.errno == ELOOP {
             return nil
@@ -269,39 +269,6 @@ extension ArchiveStore {
     package func isKeptCurrentByWatcher() throws -> Bool {
         try watcherHasCaughtUp()
     }
-
-    /// Takes the store's sync lock (an exclusive `flock` on `.archive-sync/sync.lock`, which
-    /// the kernel drops if the process dies), or throws when another sync holds it.
-    package func acquireSyncLock() throws -> StoreLock {
-        try refuseIfReadOnly()
-        let name = FileName.metadataDirectory + "/sync.lock"
-        let fd = openat(root, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw ArchiveError.wrap(SystemCallError(call: "open", path: path + "/" + name, errno: errno)) }
-        // A lock released an instant ago can still be held by a child process between its fork
-        // and exec (the descriptor is close-on-exec): retry for up to a second before giving up.
-        var attempts = 0
-        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            let code = errno
-            if code == EWOULDBLOCK && attempts < 20 {
-                attempts += 1
-                usleep(50_000)
-                continue
-            }
-            close(fd)
-            if code == EWOULDBLOCK { throw ArchiveError.busy("another sync of \(path) is running; try again when it has finished") }
-            throw ArchiveError.wrap(SystemCallError(call: "flock", path: path + "/" + name, errno: code))
-        }
-        return StoreLock(fd: fd)
-    }
-}
-
-/// A held lock file; released when closed or when the process dies.
-package final class StoreLock: Sendable {
-    private let fd: Int32
-
-    fileprivate init(fd: Int32) { self.fd = fd }
-
-    deinit { close(fd) }
 }
 
 /// What an object must hold for a conditional write to go ahead: these live contents, or
@@ -332,16 +299,16 @@ extension ArchiveStore {
     }
 
     /// True when the disk still looks as `expectation` says.
-    func diskMatches(_ expectation: DiskExpectation, in directory: FileHandle) throws -> Bool {
+    func diskMatches(_ expectation: DiskExpectation, in directory: Descriptor) throws -> Bool {
         switch expectation {
         case .absent(let file):
-            return try file.isEmpty || FileSystem.status(file, in: directory.fd, path: directory.path + "/" + file) == nil
+            return try file.isEmpty || FileSystem.status(file, in: directory, path: directory.path.appendingComponent(file)) == nil
         case .holds(let file, let stamp, let hash):
-            let where_ = directory.path + "/" + file
-            guard let status = try FileSystem.status(file, in: directory.fd, path: where_), status.kind == .regular else { return false }
+            let where_ = directory.path.appendingComponent(file)
+            guard let status = try FileSystem.status(file, in: directory, path: where_), status.kind == .regular else { return false }
             if status.stamp == stamp { return true }
             // Touched since it was recorded: still as expected only if its bytes are.
-            return try FileSystem.readFile(file, in: directory.fd, path: where_).map(ContentHash.init(of:)) == hash
+            return try FileSystem.readFile(file, in: directory, path: where_).map(ContentHash.init(of:)) == hash
         }
     }
 }

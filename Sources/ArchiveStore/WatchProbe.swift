@@ -66,20 +66,17 @@ extension ArchiveStore {
     func probeWatcher(timeout: Duration) -> Bool {
         let name = WatchProbe.newName()
         // A store that cannot be written (read-only) cannot be probed: unconfirmed.
-        let fd = openat(root, name, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
+        guard let probe = FileSystem.createMarker(name, in: root) else { return false }
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
         var pause: UInt32 = 200  // microseconds, doubling up to 5 ms: a running watcher answers in about 1 ms
         while clock.now < deadline {
-            var info = stat()
-            if fstat(fd, &info) == 0, info.st_nlink == 0 { return true }
+            if FileSystem.linkCount(of: probe) == 0 { return true }
             usleep(pause)
             pause = min(pause * 2, 5_000)
         }
         // No answer in time. If the probe is already gone, the answer came just now.
-        return unlinkat(root, name, 0) != 0 && errno == ENOENT
+        return (try? FileSystem.removeFile(name, in: root, path: path)) == false
     }
 
     /// Removes the probes of readers that died waiting while no watcher answered (a watcher
@@ -88,7 +85,7 @@ extension ArchiveStore {
         guard let entries = try? FileSystem.listDirectory(root, path: path) else { return }
         for entry in entries {
             guard let owner = WatchProbe.owner(of: entry.name), !owner.isRunning else { continue }
-            _ = unlinkat(root, entry.name, 0)
+            _ = try? FileSystem.removeFile(entry.name, in: root, path: path)
         }
     }
 
@@ -97,6 +94,6 @@ extension ArchiveStore {
     /// removed already (it gave up waiting) needs no answer.
     package func answerWatchProbe(_ name: String) {
         guard WatchProbe.isProbe(name) else { return }
-        _ = unlinkat(root, name, 0)
+        _ = try? FileSystem.removeFile(name, in: root, path: path)
     }
 }

@@ -80,8 +80,7 @@ extension ArchiveStore {
         guard !requested.isEmpty else { return [] }
         try refuseIfReadOnly()
         try requireRecovered()
-        var directories: [ExactName: FileHandle] = [:]
-        defer { for directory in directories.values { directory.close() } }
+        var directories: [ExactName: Descriptor] = [:]
         do {
             for write in requested where directories[ExactName(write.id.collection)] == nil {
                 directories[ExactName(write.id.collection)] = try openCollection(write.id.collection, create: write.content != nil)
@@ -175,27 +174,27 @@ extension ArchiveStore {
         guard !record.isDeleted, record.file == write.file, record.hash == write.hash, record.schemaVersion == write.schemaVersion
         else { return nil }
         // Compare bytes, not the stamp: restoring over bit rot (same stamp, other bytes) must rewrite.
-        let relative = FileName.encode(write.id.collection) + "/" + record.file
-        let onDisk = try FileSystem.readFile(relative, in: root, path: path + "/" + relative)
+        let relative = FileName.encode(write.id.collection).appendingComponent(record.file)
+        let onDisk = try FileSystem.readFile(relative, in: root, path: path.appendingComponent(relative))
         return onDisk.map(ContentHash.init(of:)) == write.hash ? record.version : nil
     }
 
     /// Opens a collection's directory, creating it when asked; nil when it does not exist.
     /// (Its entry in the store's directory is made durable by the first commit into it.)
-    private func openCollection(_ collection: String, create: Bool) throws -> FileHandle? {
+    private func openCollection(_ collection: String, create: Bool) throws -> Descriptor? {
         let name = FileName.encode(collection)
         do {
-            return try FileSystem.openDirectory(name, in: root, path: path + "/" + name)
+            return try FileSystem.openDirectory(name, in: root, path: path.appendingComponent(name))
         } catch let error as SystemCallError where error.errno == ENOENT {
             guard create else { return nil }
-            try FileSystem.makeDirectory(name, in: root, path: path + "/" + name)
-            return try FileSystem.openDirectory(name, in: root, path: path + "/" + name)
+            try FileSystem.makeDirectory(name, in: root, path: path.appendingComponent(name))
+            return try FileSystem.openDirectory(name, in: root, path: path.appendingComponent(name))
         }
     }
 
     /// Phase 2 of ``apply(_:)``: writes the temp files, on every core for a large batch, and
     /// flushes them: `fdatasync` for one, one `syncfs` for many.
-    private func writeTempFiles(_ writes: inout [PendingWrite], entries: [WriteIntent.Entry], directories: [ExactName: FileHandle]) throws {
+    private func writeTempFiles(_ writes: inout [PendingWrite], entries: [WriteIntent.Entry], directories: [ExactName: Descriptor]) throws {
         let snapshot = writes
         // A sync's file keeps the time its object was modified, as `rsync -a` keeps times. A
         // time older than the racy window also makes its stamp trustworthy at once: any later
@@ -208,7 +207,7 @@ extension ArchiveStore {
             else { return nil }
             let modified = snapshot[index].incoming.map(\.modified).flatMap { $0 > 0 && $0 < racyBefore ? $0 : nil }
             return try FileSystem.writeNewFile(
-                temp, in: directory.fd, data: content, sync: snapshot.count == 1, modified: modified, path: directory.path + "/" + temp)
+                temp, in: directory, data: content, sync: snapshot.count == 1, modified: modified, path: directory.path.appendingComponent(temp))
         }
         for (index, stamp) in stamps.enumerated() { writes[index].stamp = stamp }
         if writes.count > 1, entries.contains(where: { $0.temp != nil }) {
@@ -219,7 +218,7 @@ extension ArchiveStore {
     /// Phase 3 of ``apply(_:)``, inside the write transaction: renames, records, flushes the
     /// directories and drops the intent. Returns each write's version.
     private func commit(
-        _ writes: [PendingWrite], entries: [WriteIntent.Entry], intent: Int64, directories: [ExactName: FileHandle], tx: ManifestTransaction
+        _ writes: [PendingWrite], entries: [WriteIntent.Entry], intent: Int64, directories: [ExactName: Descriptor], tx: ManifestTransaction
     ) throws -> [Int?] {
         var versions: [Int?] = []
         var touched: Set<ExactName> = []
@@ -230,7 +229,7 @@ extension ArchiveStore {
         func skip(_ index: Int) throws {
             skipped.insert(index)
             if let temp = entries[index].temp, let directory = directories[ExactName(writes[index].id.collection)] {
-                try FileSystem.removeFile(temp, in: directory.fd, path: directory.path + "/" + temp)
+                try FileSystem.removeFile(temp, in: directory, path: directory.path.appendingComponent(temp))
             }
         }
         for (index, write) in writes.enumerated() where write.condition != nil {
@@ -257,14 +256,14 @@ extension ArchiveStore {
                 switch expectations[index] {
                 case .absent?:
                     // Nothing may have appeared at the name since: checked by the rename itself.
-                    if try FileSystem.renameIfAbsent(temp, to: file, in: directory.fd, path: directory.path + "/" + file) { return true }
+                    if try FileSystem.renameIfAbsent(temp, to: file, in: directory, path: directory.path.appendingComponent(file)) { return true }
                 case let expectation? where try !diskMatches(expectation, in: directory):
                     break
                 default:
-                    try FileSystem.rename(temp, to: file, in: directory.fd, path: directory.path + "/" + file)
+                    try FileSystem.rename(temp, to: file, in: directory, path: directory.path.appendingComponent(file))
                     return true
                 }
-                try FileSystem.removeFile(temp, in: directory.fd, path: directory.path + "/" + temp)
+                try FileSystem.removeFile(temp, in: directory, path: directory.path.appendingComponent(temp))
                 return false
             }
             for (index, done) in renamed.enumerated() where !done { skipped.insert(index) }
@@ -281,7 +280,7 @@ extension ArchiveStore {
                 versions.append(recorded?.version ?? existing?.version ?? 0)
                 continue
             }
-            let where_ = directory.path + "/"
+            let where_ = directory.path
             // Checked here when not already just before a rename above: a delete, or a batch
             // that writes one object twice.
             if !distinct || write.content == nil, let expectation = expectations[index], try !diskMatches(expectation, in: directory) {
@@ -291,11 +290,11 @@ extension ArchiveStore {
             }
             var file = write.file
             if let temp = entries[index].temp {
-                if !distinct { try FileSystem.rename(temp, to: write.file, in: directory.fd, path: where_ + write.file) }
+                if !distinct { try FileSystem.rename(temp, to: write.file, in: directory, path: where_.appendingComponent(write.file)) }
                 touched.insert(ExactName(write.id.collection))
             }
             if let existing, !existing.isDeleted, existing.file != write.file || write.content == nil {
-                if try FileSystem.removeFile(existing.file, in: directory.fd, path: where_ + existing.file) {
+                if try FileSystem.removeFile(existing.file, in: directory, path: where_.appendingComponent(existing.file)) {
                     touched.insert(ExactName(write.id.collection))
                 }
                 if write.content == nil { file = existing.file }
@@ -309,7 +308,7 @@ extension ArchiveStore {
         // Before the commit: the manifest never records a rename that is not yet durable.
         for collection in touched {
             let directory = directories[collection]!
-            try FileSystem.sync(directory.fd, path: directory.path)
+            try FileSystem.sync(directory, path: directory.path)
         }
         if firstInCollection { try FileSystem.sync(root, path: path) }
         try tx.removeIntent(intent)
@@ -366,32 +365,31 @@ extension ArchiveStore {
                 let id = ObjectID(unchecked: entry.collection, key: entry.key)
                 let current = try tx.object(id)
                 let name = FileName.encode(entry.collection)
-                guard let directory = try FileSystem.openDirectoryIfPresent(name, in: root, path: path + "/" + name) else {
+                guard let directory = try FileSystem.openDirectoryIfPresent(name, in: root, path: path.appendingComponent(name)) else {
                     try tx.recordDelete(of: current, origin: .external)
                     continue
                 }
-                defer { directory.close() }
-                let where_ = directory.path + "/"
-                if let temp = entry.temp { try FileSystem.removeFile(temp, in: directory.fd, path: where_ + temp) }
+                let where_ = directory.path
+                if let temp = entry.temp { try FileSystem.removeFile(temp, in: directory, path: where_.appendingComponent(temp)) }
                 let landed =
                     try entry.hash != nil
-                    && FileSystem.readFile(name + "/" + entry.file, in: root, path: where_ + entry.file)
+                    && FileSystem.readFile(name.appendingComponent(entry.file), in: root, path: where_.appendingComponent(entry.file))
                         .map(ContentHash.init(of:)) == entry.hash
                 // A damaged row's file is never followed: the row is left as it is (its object
                 // reports it), unless the write landed, whose file it then names instead.
                 let damaged = current.map { FileName.problem(withFile: $0.file, ofKey: $0.id.key) != nil } ?? false
                 if landed {
                     if let current, !current.isDeleted, !damaged, ExactName(current.file) != ExactName(entry.file) {
-                        try FileSystem.removeFile(current.file, in: directory.fd, path: where_ + current.file)
+                        try FileSystem.removeFile(current.file, in: directory, path: where_.appendingComponent(current.file))
                     }
-                    try FileSystem.sync(directory.fd, path: directory.path)
+                    try FileSystem.sync(directory, path: directory.path)
                     try reconcileFile(
-                        entry.file, of: id, in: directory.fd, tx: tx, schemaVersion: entry.schemaVersion,
+                        entry.file, of: id, in: directory, tx: tx, schemaVersion: entry.schemaVersion,
                         incoming: entry.incoming.map { ($0, entry.hash!) })
                 } else if let current {
-                    if !damaged { try reconcileFile(current.file, of: id, in: directory.fd, tx: tx) }
+                    if !damaged { try reconcileFile(current.file, of: id, in: directory, tx: tx) }
                 } else if !entry.file.isEmpty {
-                    try reconcileFile(entry.file, of: id, in: directory.fd, tx: tx)
+                    try reconcileFile(entry.file, of: id, in: directory, tx: tx)
                 }
             }
             try tx.removeIntent(intent)
@@ -405,12 +403,12 @@ extension ArchiveStore {
     /// can be there, so it counts as missing.
     @discardableResult
     func reconcileFile(
-        _ file: String, of id: ObjectID, in directory: Int32, tx: ManifestTransaction, schemaVersion: Int? = nil,
+        _ file: String, of id: ObjectID, in directory: Descriptor, tx: ManifestTransaction, schemaVersion: Int? = nil,
         incoming: (version: IncomingVersion, hash: ContentHash)? = nil
     ) throws
         -> StoreChange?
     {
-        let where_ = path + "/" + FileName.encode(id.collection) + "/" + file
+        let where_ = path.appendingComponent(FileName.encode(id.collection)).appendingComponent(file)
         let existing = try tx.object(id)
         let status = FileName.problem(withFile: file, ofKey: id.key) == nil ? try FileSystem.status(file, in: directory, path: where_) : nil
         guard let status, status.kind == .regular else {

@@ -36,7 +36,7 @@ package protocol SyncReplica: AnyObject, Sendable {
 package final class LocalReplica: SyncReplica {
     package let store: ArchiveStore
     package let name: String
-    private let lock = TracedMutex<StoreLock?>(nil)
+    private let lock = TracedMutex<SyncLock?>(nil)
     private let madeCurrentAhead = TracedMutex<Bool?>(nil)
 
     package init(_ store: ArchiveStore, name: String? = nil) {

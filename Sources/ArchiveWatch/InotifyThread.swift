@@ -171,7 +171,7 @@ private final class Watches {
             owners[wd] = nil
             // A directory deleted since (its events not read yet) has no watch left to remove;
             // one moved away with the root still has.
-            if state == .moved || (state == .present && access(store.root + "/" + name, F_OK) == 0) {
+            if state == .moved || (state == .present && FileSystem.entryKind(atPath: store.root.appendingComponent(name)) != nil) {
                 inotifytools_remove_watch_by_wd(wd)
             }
         }
@@ -181,7 +181,7 @@ private final class Watches {
     @discardableResult
     private func watchDirectory(_ name: String, of id: ObjectIdentifier) -> Result<Void, WatchError> {
         guard let store = stores[id] else { return .success(()) }
-        switch watch(store.root + "/" + name, events: Self.collectionEvents) {
+        switch watch(store.root.appendingComponent(name), events: Self.collectionEvents) {
         case .success(let wd):
             stores[id]!.directories[name] = wd
             owners[wd] = (id, name)
@@ -243,7 +243,7 @@ private final class Watches {
             return
         }
         guard !name.isEmpty, !name.hasPrefix("."), mask & UInt32(IN_ISDIR) == 0 else { return }
-        store.sink.post(.path(directory + "/" + name))
+        store.sink.post(.path(directory.appendingComponent(name)))
     }
 
     private func handleRoot(_ store: Store, _ id: ObjectIdentifier, mask: UInt32, name: String) {
@@ -256,7 +256,7 @@ private final class Watches {
             // The kernel holds back the root's own IN_DELETE_SELF while the store keeps the root
             // open; the manifest's directory going away is the sign that the store is gone, or,
             // with the root still there, that its manifest and history are.
-            let rootPresent = access(store.root, F_OK) == 0
+            let rootPresent = FileSystem.entryKind(atPath: store.root, followingSymlink: true) != nil
             store.sink.post(.failed(rootPresent ? .metadataRemoved(path: store.root) : .storeRemoved(path: store.root)))
             remove(store: id, root: rootPresent ? .present : .deleted)
             return

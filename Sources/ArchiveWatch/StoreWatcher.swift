@@ -189,7 +189,7 @@ public final class StoreWatcher: Sendable {
     private static func settled(_ error: WatchError) -> WatchError {
         guard case .metadataRemoved(let path) = error else { return error }
         for _ in 0..<50 {
-            if access(path, F_OK) != 0 { return .storeRemoved(path: path) }
+            if FileSystem.entryKind(atPath: path, followingSymlink: true) == nil { return .storeRemoved(path: path) }
             usleep(10_000)
         }
         return error
@@ -272,8 +272,7 @@ extension ArchiveStore {
     /// True while the store's directory is still where it was opened, with its metadata
     /// directory in it (a symlink put in its place is not followed, and does not count).
     fileprivate var directoryExists: Bool {
-        var info = stat()
-        return lstat(path + "/" + ArchiveStore.metadataDirectoryName, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+        FileSystem.entryKind(atPath: path.appendingComponent(ArchiveStore.metadataDirectoryName)) == .directory
     }
 }
 

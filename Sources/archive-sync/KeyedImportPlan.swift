@@ -53,17 +53,17 @@ struct KeyedImportPlan {
                 decoded.append(Decoded(path: path, directory: directory, stem: stem, value: try KeyedArchive.decode(data)))
             } catch let error as KeyedArchiveError {
                 skipped.append(Skipped(file: path, reason: error.description))
-                failed[directory + "/" + stem] = path
+                failed[directory.appendingComponent(stem)] = path
             } catch {
                 skipped.append(Skipped(file: path, reason: Self.reason(error)))
-                failed[directory + "/" + stem] = path
+                failed[directory.appendingComponent(stem)] = path
             }
         }
 
         // Son files: `<parent stem>_<SonClass>_<property>`, where SonClass is the son's root class.
         // The longest matching parent wins, so a grandson folds into its son first.
         let byStem = Dictionary(
-            decoded.enumerated().map { ($0.element.directory + "/" + $0.element.stem, $0.offset) }, uniquingKeysWith: { a, _ in a })
+            decoded.enumerated().map { ($0.element.directory.appendingComponent($0.element.stem), $0.offset) }, uniquingKeysWith: { a, _ in a })
         var parentOf: [Int: (parent: Int, field: String)] = [:]
         var orphans: [Int: String] = [:]
         for (index, file) in decoded.enumerated() where file.stem.hasPrefix(Self.wzxPrefix) {
@@ -72,7 +72,7 @@ struct KeyedImportPlan {
             while let range = file.stem.range(of: marker, options: .backwards, range: file.stem.startIndex..<searchEnd) {
                 let parentStem = String(file.stem[..<range.lowerBound])
                 let field = String(file.stem[range.upperBound...])
-                let key = file.directory + "/" + parentStem
+                let key = file.directory.appendingComponent(parentStem)
                 if !field.isEmpty, parentStem.count > Self.wzxPrefix.count {
                     if let parent = byStem[key], parent != index {
                         parentOf[index] = (parent, field)
@@ -170,7 +170,7 @@ struct KeyedImportPlan {
             defer { skipped += unreadable.all }
             var found: [String] = []
             for case let url as URL in walker where archiveExtensions.contains(url.pathExtension.lowercased()) {
-                let path = source.hasSuffix("/") ? source + relative(url, to: root) : source + "/" + relative(url, to: root)
+                let path = source.appendingComponent(relative(url, to: root))
                 let values = try? url.resourceValues(forKeys: [.isRegularFileKey, .isSymbolicLinkKey, .isDirectoryKey])
                 if values?.isDirectory == true, values?.isSymbolicLink != true { continue }  // walked into, not a file
                 if values?.isSymbolicLink == true {

@@ -244,11 +244,10 @@ import Testing
         try withTemporaryDirectory { path throws in
             for n in 0..<5000 { #expect(FileManager.default.createFile(atPath: path + "/f\(n)", contents: nil)) }
             let directory = try FileSystem.openDirectory(path, path: path)
-            defer { directory.close() }
             let counts = TracedMutex<[Int]>([])
             DispatchQueue.concurrentPerform(iterations: 2) { _ in
                 for _ in 0..<10 {
-                    let count = (try? FileSystem.listDirectory(directory.fd, path: path).count) ?? -1
+                    let count = (try? FileSystem.listDirectory(directory, path: path).count) ?? -1
                     counts.withLock { $0.append(count) }
                 }
             }

@@ -27,11 +27,11 @@ extension Manifest {
     ///     of archives, or making a store), which no manifest can have been in.
     ///   - readOnly: why the store cannot be written, when it cannot.
     static func open(
-        store: String, resolved: String, root: Int32, metadata: FileHandle, historyLimit: Int?, mayCreate: Bool, madeMetadata: Bool,
+        store: String, resolved: String, root: Descriptor, metadata: Descriptor, historyLimit: Int?, mayCreate: Bool, madeMetadata: Bool,
         readOnly: ArchiveError?
     ) throws -> Manifest {
-        let path = resolved + "/" + FileName.metadataDirectory + "/" + fileName
-        switch try FileSystem.status(fileName, in: metadata.fd, path: path) {
+        let path = resolved.appendingComponent(FileName.metadataDirectory).appendingComponent(fileName)
+        switch try FileSystem.status(fileName, in: metadata, path: path) {
         case nil:
             guard mayCreate, readOnly == nil, try madeMetadata || isUnused(metadata: metadata, root: root, path: store) else {
                 throw ArchiveError.damagedManifest(store: store, problem: "is missing")
@@ -43,7 +43,7 @@ extension Manifest {
             throw ArchiveError.damagedManifest(store: store, problem: "is not a regular file")
         case let status? where status.stamp.size == 0:
             // SQLite may keep a new database's first pages in the WAL alone; only both empty is empty.
-            let log = try FileSystem.status(fileName + "-wal", in: metadata.fd, path: path + "-wal")
+            let log = try FileSystem.status(fileName + "-wal", in: metadata, path: path + "-wal")
             if log.map({ $0.stamp.size == 0 }) ?? true {
                 throw ArchiveError.damagedManifest(store: store, problem: "is empty")
             }
@@ -72,8 +72,8 @@ extension Manifest {
         let name = String(path[path.index(after: slash)...])
         let me = ProcessIdentity.current
         let tempName = "\(name)\(creationMarker)\(me.pid).\(me.startTime).\(UInt32.random(in: 0...UInt32.max))"
-        let temp = directory + "/" + tempName
-        defer { for suffix in ["", "-journal", "-wal", "-shm"] { unlink(temp + suffix) } }
+        let temp = directory.appendingComponent(tempName)
+        defer { for suffix in ["", "-journal", "-wal", "-shm"] { FileSystem.removeFileIfPresent(atPath: temp + suffix) } }
         do {
             let db = try SQLiteConnection(path: temp, mode: .create)
             try db.execute("PRAGMA journal_mode=WAL; BEGIN IMMEDIATE;")
@@ -84,13 +84,10 @@ extension Manifest {
             try db.setMeta("history_limit", String(historyLimit))
             try db.execute("COMMIT; PRAGMA wal_checkpoint(TRUNCATE);")
         }  // closed: the WAL is checkpointed into the file and removed
-        let fd = try FileSystem.check("open", temp) { Glibc.open(temp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
-        defer { close(fd) }
-        try FileSystem.sync(fd, path: temp)
+        try FileSystem.sync(FileSystem.openFile(atPath: temp, flags: O_RDONLY), path: temp)
         let handle = try FileSystem.openDirectory(directory, path: directory)
-        defer { handle.close() }
-        _ = try FileSystem.renameIfAbsent(tempName, to: name, in: handle.fd, path: path)
-        try FileSystem.sync(handle.fd, path: directory)
+        _ = try FileSystem.renameIfAbsent(tempName, to: name, in: handle, path: path)
+        try FileSystem.sync(handle, path: directory)
     }
 
     /// Between a file's name and its creator's pid, start time and a random number (two threads
@@ -101,10 +98,10 @@ extension Manifest {
     /// but what an interrupted create leaves (removed here when its process is dead), and no
     /// collection directory sits beside it. A store whose manifest was deleted has objects,
     /// or its replica file, or a lock file, and is refused instead.
-    private static func isUnused(metadata: FileHandle, root: Int32, path: String) throws -> Bool {
-        for entry in try FileSystem.listDirectory(metadata.fd, path: metadata.path) {
+    private static func isUnused(metadata: Descriptor, root: Descriptor, path: String) throws -> Bool {
+        for entry in try FileSystem.listDirectory(metadata, path: metadata.path) {
             guard let owner = creator(of: entry.name) else { return false }
-            if !owner.isRunning { try FileSystem.removeFile(entry.name, in: metadata.fd, path: metadata.path + "/" + entry.name) }
+            if !owner.isRunning { try FileSystem.removeFile(entry.name, in: metadata, path: metadata.path.appendingComponent(entry.name)) }
         }
         return try FileSystem.listDirectory(root, path: path).allSatisfy { FileName.isReserved($0.name) }
     }
@@ -119,9 +116,9 @@ extension Manifest {
     }
 
     /// The replica id in the store's replica file; nil when there is none, or it holds no id.
-    static func readReplicaFile(metadata: FileHandle, path: String) throws -> ReplicaID? {
-        let relative = FileName.metadataDirectory + "/" + replicaFileName
-        guard let data = try FileSystem.readFile(replicaFileName, in: metadata.fd, path: path + "/" + relative) else { return nil }
+    static func readReplicaFile(metadata: Descriptor, path: String) throws -> ReplicaID? {
+        let relative = FileName.metadataDirectory.appendingComponent(replicaFileName)
+        guard let data = try FileSystem.readFile(replicaFileName, in: metadata, path: path.appendingComponent(relative)) else { return nil }
         return replicaID(from: String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
@@ -133,28 +130,29 @@ extension Manifest {
 
     /// Writes the replica file durably (temp file, flush, rename, flush the directory),
     /// replacing one that holds no id.
-    static func writeReplicaFile(_ replica: ReplicaID, metadata: FileHandle, path: String) throws {
+    static func writeReplicaFile(_ replica: ReplicaID, metadata: Descriptor, path: String) throws {
         let me = ProcessIdentity.current
         let temp = "\(replicaFileName)\(creationMarker)\(me.pid).\(me.startTime).\(UInt32.random(in: 0...UInt32.max))"
-        let where_ = path + "/" + FileName.metadataDirectory + "/"
-        _ = try FileSystem.writeNewFile(temp, in: metadata.fd, data: Data((replica.rawValue + "\n").utf8), sync: true, path: where_ + temp)
+        let where_ = path.appendingComponent(FileName.metadataDirectory)
+        _ = try FileSystem.writeNewFile(
+            temp, in: metadata, data: Data((replica.rawValue + "\n").utf8), sync: true, path: where_.appendingComponent(temp))
         do {
-            try FileSystem.rename(temp, to: replicaFileName, in: metadata.fd, path: where_ + replicaFileName)
+            try FileSystem.rename(temp, to: replicaFileName, in: metadata, path: where_.appendingComponent(replicaFileName))
         } catch {
-            _ = try? FileSystem.removeFile(temp, in: metadata.fd, path: where_ + temp)
+            _ = try? FileSystem.removeFile(temp, in: metadata, path: where_.appendingComponent(temp))
             throw error
         }
-        try FileSystem.sync(metadata.fd, path: where_)
+        try FileSystem.sync(metadata, path: where_)
     }
 }
 
 extension ArchiveStore {
     /// Why this store cannot be written by this process, or nil when it can: the metadata
     /// directory or the manifest is on a read-only file system, or not writable by this user.
-    static func writeRefusal(root: Int32, path: String) -> ArchiveError? {
-        for name in [FileName.metadataDirectory, FileName.metadataDirectory + "/" + Manifest.fileName]
-        where faccessat(root, name, W_OK, AT_EACCESS) != 0 {
-            switch errno {
+    static func writeRefusal(root: Descriptor, path: String) -> ArchiveError? {
+        for name in [FileName.metadataDirectory, FileName.metadataDirectory.appendingComponent(Manifest.fileName)] {
+            switch FileSystem.accessError(name, in: root, mode: W_OK) {
+            case nil: continue
             case EROFS: return .readOnly(path: path, reason: "it is on a read-only file system")
             case EACCES, EPERM: return .readOnly(path: path, reason: "this user may not write \(path)/\(name)")
             default: continue
@@ -165,7 +163,7 @@ extension ArchiveStore {
 
     /// Throws ``ArchiveError/readOnly(path:reason:)`` when the store cannot be written: before
     /// a write touches any file.
-    func refuseIfReadOnly() throws {
+    package func refuseIfReadOnly() throws {
         if let refusal = manifest.writeRefusal { throw refusal }
     }
 
@@ -173,12 +171,14 @@ extension ArchiveStore {
     /// is, else what happened to it ("removed", "replaced"). Another process writing to a
     /// removed or replaced manifest records into a file no one reads again.
     package var manifestChange: String? {
-        var info = stat()
-        let name = FileName.metadataDirectory + "/" + Manifest.fileName
-        guard fstatat(root, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
+        let name = FileName.metadataDirectory.appendingComponent(Manifest.fileName)
+        // Without following a symlink, for the metadata directory too (an error is "not here").
+        guard let metadata = try? FileSystem.openDirectory(FileName.metadataDirectory, in: root, path: path),
+            let status = try? FileSystem.status(Manifest.fileName, in: metadata, path: path.appendingComponent(name))
+        else {
             // The whole metadata directory gone is the store gone, which is told otherwise.
-            return errno == ENOENT && FileSystem.kind(of: FileName.metadataDirectory, in: root) != nil ? "removed" : nil
+            return FileSystem.kind(of: FileName.metadataDirectory, in: root) != nil ? "removed" : nil
         }
-        return UInt64(info.st_ino) == manifestInode ? nil : "replaced"
+        return status.stamp.inode == manifestInode ? nil : "replaced"
     }
 }

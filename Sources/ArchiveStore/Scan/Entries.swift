@@ -71,37 +71,36 @@ extension ArchiveStore {
         removingStaleTemps: Bool
     ) throws -> Listing? {
         var listing = Listing(directoryName: name)
-        let directory: FileHandle
+        let directory: Descriptor
         do {
-            directory = try FileSystem.openDirectory(name, in: root, path: path + "/" + name)
+            directory = try FileSystem.openDirectory(name, in: root, path: path.appendingComponent(name))
         } catch let error as SystemCallError where error.errno == ENOENT {
             return nil
         } catch let error as SystemCallError where [ELOOP, ENOTDIR].contains(error.errno) {
             listing.problem = error.errno == ELOOP || type == DT_LNK ? "a symlink, not followed" : "a file outside any collection"
             return listing
         }
-        defer { directory.close() }
         listing.collection = collections[ExactName(name)] ?? FileName.decode(name[...])
         guard listing.collection != nil else {
             listing.problem = "not a name the store writes"
             return listing
         }
         listing.stampedAt = Manifest.now()
-        listing.stamp = try FileSystem.directoryStamp(directory.fd, path: path + "/" + name)
+        listing.stamp = try FileSystem.directoryStamp(directory, path: path.appendingComponent(name))
         if let recorded, listing.stamp == recorded {
             listing.isUnchanged = true
             return listing
         }
-        try FileSystem.forEachEntry(of: directory.fd, path: path + "/" + name) { file, _ in
+        try FileSystem.forEachEntry(of: directory, path: path.appendingComponent(name)) { file, _ in
             guard let reason = Self.reasonToIgnore(file) else {
                 listing.files.append(file)
                 return
             }
-            let relative = name + "/" + FileName.readable(file)
+            let relative = name.appendingComponent(FileName.readable(file))
             let temp = Self.tempFileOwner(file)
             if temp?.isRunning == false {
                 if removingStaleTemps {
-                    if try FileSystem.removeFile(String(decoding: file, as: UTF8.self), in: directory.fd, path: path + "/" + relative) {
+                    if try FileSystem.removeFile(String(decoding: file, as: UTF8.self), in: directory, path: path.appendingComponent(relative)) {
                         listing.removedTempFiles += 1
                     }
                     return
@@ -185,7 +184,7 @@ extension ArchiveStore {
                 holders[ExactName(key)] = file
                 objects.append((file, key))
             case .ignored(let reason):
-                ignored.append(IgnoredEntry(path: directoryName + "/" + file, reason: reason))
+                ignored.append(IgnoredEntry(path: directoryName.appendingComponent(file), reason: reason))
             }
         }
         return (objects, ignored)
@@ -197,15 +196,15 @@ extension ArchiveStore {
 
     /// Stats each of `files` in `directory` (nil where there is none), on every core: the
     /// bulk of an unchanged scan.
-    static func statuses(of files: NameList, in directory: FileHandle) throws -> [FileStatus?] {
+    static func statuses(of files: NameList, in directory: Descriptor) throws -> [FileStatus?] {
         try parallelMap(files.count) { try status(files, $0, in: directory) }
     }
 
     /// Stats the file at `index` of `files` in `directory`; nil when there is none.
-    static func status(_ files: NameList, _ index: Int, in directory: FileHandle) throws -> FileStatus? {
+    static func status(_ files: NameList, _ index: Int, in directory: Descriptor) throws -> FileStatus? {
         try files.withName(index) { name in
             try name.withMemoryRebound(to: CChar.self) {  // NUL-terminated in the list
-                try FileSystem.status($0.baseAddress!, in: directory.fd, path: directory.path + "/" + files.name(index))
+                try FileSystem.status($0.baseAddress!, in: directory, path: directory.path.appendingComponent(files.name(index)))
             }
         }
     }

@@ -170,14 +170,13 @@ extension ArchiveStore {
     private func examine(_ listing: Listing, of collection: String, into candidates: inout [Candidate], report: inout ScanReport) throws {
         let directoryName = listing.directoryName
         let files = listing.files
-        let directory = try FileSystem.openDirectory(directoryName, in: root, path: path + "/" + directoryName)
-        defer { directory.close() }
+        let directory = try FileSystem.openDirectory(directoryName, in: root, path: path.appendingComponent(directoryName))
         let statuses = try Self.statuses(of: files, in: directory)
         func add(_ file: String, key: String) {
             candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: key))
         }
         func ignore(_ file: String, _ reason: String) {
-            report.ignored.append(IgnoredEntry(path: directoryName + "/" + file, reason: reason))
+            report.ignored.append(IgnoredEntry(path: directoryName.appendingComponent(file), reason: reason))
         }
 
         // Every row against the file it names (nil when gone, or gone since the listing).
@@ -249,7 +248,7 @@ extension ArchiveStore {
             candidates += found
             report.ignored += ignored
         }
-        let directoryPath = path + "/" + directoryName
+        let directoryPath = path.appendingComponent(directoryName)
         guard let directory = try FileSystem.openDirectoryIfPresent(directoryName, in: root, path: directoryPath) else {
             // The whole directory is gone: each file's row (if any) records the delete.
             for file in files {
@@ -259,15 +258,14 @@ extension ArchiveStore {
             }
             return true
         }
-        defer { directory.close() }
         for file in files {
-            let relative = directoryName + "/" + file
+            let relative = directoryName.appendingComponent(file)
             let (row, keyRow) = try manifest.read { tx -> (ObjectRecord?, ObjectRecord?) in
                 let row = try tx.object(holding: file, in: collection)
                 let key = row == nil ? FileName.decode(FileName.split(file).stem) : nil
                 return (row, try key.flatMap { try tx.object(ObjectID(unchecked: collection, key: $0)) })
             }
-            let status = try FileSystem.status(file, in: directory.fd, path: directoryPath + "/" + file)
+            let status = try FileSystem.status(file, in: directory, path: directoryPath.appendingComponent(file))
             if let row {
                 if status == nil, !row.isDeleted {
                     found = []
@@ -281,7 +279,7 @@ extension ArchiveStore {
             // The key's file is another one (`a.plist` for `a.json`): while it exists, it holds the key.
             let verdict = try Self.verdict(onUnnamed: file, kind: status.kind, in: directoryName) { _ in
                 guard let keyRow, !keyRow.isDeleted,
-                    try FileSystem.status(keyRow.file, in: directory.fd, path: directoryPath + "/" + keyRow.file) != nil
+                    try FileSystem.status(keyRow.file, in: directory, path: directoryPath.appendingComponent(keyRow.file)) != nil
                 else { return nil }
                 return keyRow.file
             }
@@ -317,14 +315,13 @@ extension ArchiveStore {
                     guard let key = candidate.key else { continue }
                     let id = ObjectID(unchecked: candidate.collection, key: key)
                     let directory = try FileSystem.openDirectoryIfPresent(
-                        candidate.directoryName, in: root, path: path + "/" + candidate.directoryName)
+                        candidate.directoryName, in: root, path: path.appendingComponent(candidate.directoryName))
                     guard let directory else {
                         if let change = try tx.recordDelete(of: tx.object(id), origin: .external) { changes.append(change) }
                         continue
                     }
-                    defer { directory.close() }
                     do {
-                        if let change = try reconcileFile(candidate.file, of: id, in: directory.fd, tx: tx) {
+                        if let change = try reconcileFile(candidate.file, of: id, in: directory, tx: tx) {
                             changes.append(change)
                         } else {
                             touched += 1
@@ -333,7 +330,7 @@ extension ArchiveStore {
                         // One file that cannot be read (permissions, an I/O error) is reported and
                         // left as the manifest has it; it never stops the others being recorded.
                         unreadable.append(
-                            IgnoredEntry(path: candidate.directoryName + "/" + candidate.file, reason: "unreadable: \(error)"))
+                            IgnoredEntry(path: candidate.directoryName.appendingComponent(candidate.file), reason: "unreadable: \(error)"))
                     }
                 }
                 return (changes, touched, unreadable)
@@ -365,8 +362,7 @@ extension ArchiveStore {
                 stamps.append(row.racy ? unmatchable : row.stamp ?? unmatchable)
             }
         }
-        let directory = try FileSystem.openDirectory(directoryName, in: root, path: path + "/" + directoryName)
-        defer { directory.close() }
+        let directory = try FileSystem.openDirectory(directoryName, in: root, path: path.appendingComponent(directoryName))
         let looks = try parallelMap(files.count) { [files, stamps] index -> Look in
             guard let status = try Self.status(files, index, in: directory) else { return .gone }
             guard status.kind == .regular else { return .notRegular(status.kind) }
@@ -389,7 +385,7 @@ extension ArchiveStore {
                     continue
                 }
                 if case .notRegular(let kind) = look {
-                    report.ignored.append(IgnoredEntry(path: directoryName + "/" + file, reason: Self.reason(notRegular: kind)))
+                    report.ignored.append(IgnoredEntry(path: directoryName.appendingComponent(file), reason: Self.reason(notRegular: kind)))
                 }
                 candidates.append(Candidate(collection: collection, directoryName: directoryName, file: file, key: row.id.key))
             }
@@ -398,7 +394,7 @@ extension ArchiveStore {
 
     /// The candidate for a damaged live row, which is reported (see ``damagedRowsFile(_:collection:directoryName:in:)``).
     private func repairCandidate(
-        _ row: (file: String, key: String, problem: String), collection: String, directoryName: String, in directory: FileHandle,
+        _ row: (file: String, key: String, problem: String), collection: String, directoryName: String, in directory: Descriptor,
         report: inout ScanReport
     ) throws -> Candidate {
         let (found, entry) = try damagedRowsFile(row, collection: collection, directoryName: directoryName, in: directory)

@@ -1,0 +1,121 @@
+import CArchiveShims
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// `UTIME_OMIT` from `<sys/stat.h>` (a macro Swift does not import): leave this time as it is.
+private let utimeOmit = (1 << 30) - 2
+
+extension FileSystem {
+    /// Creates `name` (which must not exist) and writes `data` to it; with `sync`, also
+    /// `fdatasync`s it. The corresponding C functions are `openat`, `write`, `fdatasync` and `fstat`.
+    /// - Returns: the new file's stamp.
+    /// - Parameter modified: when given, the file's mtime (nanoseconds since 1970), as `touch -d` would set it.
+    static func writeNewFile(
+        _ name: String, in directory: Descriptor, data: Data, sync: Bool, modified: Int64? = nil, path: @autoclosure () -> String
+    ) throws -> FileStamp {
+        let fd = try check("open", path()) {
+            openat(directory.fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        }
+        let file = Descriptor(adopting: fd, path: "")
+        try write(data, to: file, path: path())
+        if let modified {
+            let times = [
+                timespec(tv_sec: 0, tv_nsec: utimeOmit),
+                timespec(tv_sec: Int(modified / 1_000_000_000), tv_nsec: Int(modified % 1_000_000_000)),
+            ]
+            try check("futimens", path()) { futimens(file.fd, times) }
+        }
+        if sync { try check("fdatasync", path()) { fdatasync(file.fd) } }
+        var info = stat()
+        try check("fstat", path()) { fstat(file.fd, &info) }
+        return FileStamp(info)
+    }
+
+    /// Writes all of `data` at the current offset of `file`. The corresponding C function is `write`.
+    static func write(_ data: some DataProtocol & ContiguousBytes, to file: Descriptor, path: @autoclosure () -> String) throws {
+        var written = 0
+        try data.withUnsafeBytes { buffer in
+            while written < buffer.count {
+                let n = Glibc.write(file.fd, buffer.baseAddress! + written, buffer.count - written)
+                if n < 0 {
+                    let code = errno
+                    if code == EINTR { continue }
+                    throw SystemCallError(call: "write", path: path(), errno: code)
+                }
+                written += n
+            }
+        }
+    }
+
+    /// Replaces what `file` holds with `data`, written at its start. The corresponding C
+    /// functions are `ftruncate` and `pwrite`.
+    static func replaceContents(of file: Descriptor, with data: [UInt8]) throws {
+        try check("ftruncate", file.path) { ftruncate(file.fd, 0) }
+        let written = try check("pwrite", file.path) { Int32(truncatingIfNeeded: pwrite(file.fd, data, data.count, 0)) }
+        if written != data.count { throw SystemCallError(call: "pwrite", path: file.path, errno: EIO) }
+    }
+
+    /// Flushes a file or directory to stable storage. The corresponding C function is `fsync`.
+    static func sync(_ file: Descriptor, path: @autoclosure () -> String) throws {
+        try check("fsync", path()) { fsync(file.fd) }
+    }
+
+    /// Flushes the whole file system that holds `file`. The corresponding C function is `syncfs`.
+    static func syncFileSystem(_ file: Descriptor, path: @autoclosure () -> String) throws {
+        try check("syncfs", path()) { archive_syncfs(file.fd) }
+    }
+
+    /// Refuses a name with a `/` in it before a call that changes `directory`: the names these
+    /// calls take are one entry of it, and some come from the manifest, where a damaged record
+    /// must not reach a file elsewhere.
+    private static func checkEntryName(_ name: String, _ call: String, path: () -> String) throws {
+        if name.utf8.contains(UInt8(ascii: "/")) {
+            throw ArchiveError.invalidInput("refusing to \(call) \(path()): '\(name)' is not one name in its directory")
+        }
+    }
+
+    /// Atomically replaces `to` with `from`, both in `directory`. The corresponding C function is `renameat`.
+    static func rename(_ from: String, to: String, in directory: Descriptor, path: @autoclosure () -> String) throws {
+        try checkEntryName(from, "rename", path: path)
+        try checkEntryName(to, "rename", path: path)
+        try check("rename", path()) { renameat(directory.fd, from, directory.fd, to) }
+    }
+
+    /// Renames `from` to `to`, both in `directory`, only if nothing stands at `to`: one atomic
+    /// call where the file system can (`renameat2` with `RENAME_NOREPLACE`), else a check and
+    /// a rename.
+    /// - Returns: false, renaming nothing, when `to` exists.
+    static func renameIfAbsent(_ from: String, to: String, in directory: Descriptor, path: @autoclosure () -> String) throws -> Bool {
+        try checkEntryName(from, "rename", path: path)
+        try checkEntryName(to, "rename", path: path)
+        if archive_rename_noreplace(directory.fd, from, to) == 0 { return true }
+        let code = errno
+        if code == EEXIST { return false }
+        guard code == EINVAL || code == ENOSYS else { throw SystemCallError(call: "renameat2", path: path(), errno: code) }
+        guard try status(to, in: directory, path: path()) == nil else { return false }
+        try rename(from, to: to, in: directory, path: path())
+        return true
+    }
+
+    /// Removes a file; a file already gone is not an error. The corresponding C function is `unlinkat`.
+    /// - Returns: true when this call removed the file.
+    @discardableResult
+    static func removeFile(_ name: String, in directory: Descriptor, path: @autoclosure () -> String) throws -> Bool {
+        try checkEntryName(name, "remove", path: path)
+        if unlinkat(directory.fd, name, 0) == 0 { return true }
+        let code = errno
+        if code == ENOENT { return false }
+        throw SystemCallError(call: "unlink", path: path(), errno: code)
+    }
+
+    /// Removes a file by its path, as `unlink` does; nothing is said when it fails (for
+    /// removing what may not be there).
+    static func removeFileIfPresent(atPath path: String) {
+        _ = unlink(path)
+    }
+}
