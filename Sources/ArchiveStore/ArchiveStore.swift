@@ -329,7 +329,7 @@ public final class ArchiveStore: Sendable {
     /// that can never be an object's file (a FIFO, a symlinked collection), so that a read says
     /// why rather than only that the object does not exist. Opens without reading or blocking.
     func refuseWhatIsThere(instead id: ObjectID) throws {
-        let relative = FileName.encode(id.collection) + "/" + cacheFileName(of: id)
+        let relative = FileName.encode(id.collection) + "/" + objectFileName(of: id)
         if let (fd, _) = try FileSystem.openRegularFile(relative, in: root, path: path + "/" + relative) { close(fd) }
     }
 
