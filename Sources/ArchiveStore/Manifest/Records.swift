@@ -55,6 +55,25 @@ package struct ObjectRecord: Sendable {
     }
 }
 
+extension ObjectVersion {
+    /// The columns of a `history` row ``init(row:)`` reads, in its order.
+    static let columns = "version, hash, size, modified, replica, vector, deleted, file, schema"
+
+    /// A history row selected as ``columns``.
+    init(row: SQLiteRow) {
+        self.init(
+            version: Int(row.int(0)),
+            hash: row.isNull(1) ? nil : ContentHash(bytes: row.blob(1)),
+            size: Int(row.int(2)),
+            date: Date(timeIntervalSince1970: Double(row.int(3)) / 1e9),
+            replica: ReplicaID(rawValue: row.text(4)),
+            vector: VersionVector(parsing: row.text(5)) ?? VersionVector(),
+            isDeleted: row.int(6) != 0,
+            file: row.text(7),
+            schemaVersion: row.optionalInt(8).map { Int($0) })
+    }
+}
+
 /// The part of a manifest row a scan compares, read from the row as it is used: valid only in
 /// the ``ManifestTransaction/forEachStamp(in:_:)`` call that gives it.
 struct StampRow {
