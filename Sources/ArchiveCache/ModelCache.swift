@@ -267,7 +267,7 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         let version = try store.save(value, forKey: key, in: collection)
         let expires = expiresAfter.map { ModelCacheClock.now() + Self.nanoseconds($0) }
         try store.setCacheExpiry(of: id, version: version, expires: expires)
-        let path = directory + store.cacheFileName(of: id)
+        let path = directory + store.objectFileName(of: id)
         // No stamp: a stat now could see a later writer's file. Without a watcher, the next
         // hit reads the file once and stamps it before reading.
         let entry = Entry(value: value, path: path, stamp: nil, racy: true, expires: expires, current: store.followGeneration)

@@ -320,7 +320,7 @@ public final class ArchiveStore: Sendable {
     /// that can never be an object's file (a FIFO, a symlinked collection), so that a read says
     /// why rather than only that the object does not exist. Opens without reading or blocking.
     func refuseWhatIsThere(instead id: ObjectID) throws {
-        let relative = FileName.encode(id.collection).appendingComponent(cacheFileName(of: id))
+        let relative = FileName.encode(id.collection).appendingComponent(objectFileName(of: id))
         _ = try FileSystem.openRegularFile(relative, in: root, path: path.appendingComponent(relative))
     }
 

@@ -41,7 +41,7 @@ public struct ObjectID: Hashable, Sendable, Comparable, CustomStringConvertible 
     }
 
     /// Made only from values already checked (rows of the manifest).
-    init(unchecked collection: String, key: String) {
+    package init(unchecked collection: String, key: String) {
         self.collection = collection
         self.key = key
     }

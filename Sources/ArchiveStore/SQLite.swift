@@ -2,7 +2,7 @@ import CSQLite
 import Foundation
 
 /// A value bound to, or read from, an SQL statement.
-enum SQLValue {
+package enum SQLValue {
     case integer(Int64)
     case real(Double)
     case text(String)
@@ -231,13 +231,13 @@ final class SQLiteConnection {
 }
 
 /// The current row of a statement being stepped; valid only inside the row callback.
-struct SQLiteRow {
+package struct SQLiteRow {
     fileprivate let statement: OpaquePointer
 
-    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
-    func int(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
+    package func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
+    package func int(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
     func optionalInt(_ column: Int32) -> Int64? { isNull(column) ? nil : int(column) }
-    func text(_ column: Int32) -> String {
+    package func text(_ column: Int32) -> String {
         guard let pointer = sqlite3_column_text(statement, column) else { return "" }
         return String(cString: pointer)
     }
@@ -246,7 +246,7 @@ struct SQLiteRow {
         let pointer = sqlite3_column_text(statement, column)  // before the count, as SQLite asks
         return try body(UnsafeBufferPointer(start: pointer, count: pointer == nil ? 0 : Int(sqlite3_column_bytes(statement, column))))
     }
-    func blob(_ column: Int32) -> Data {
+    package func blob(_ column: Int32) -> Data {
         let count = Int(sqlite3_column_bytes(statement, column))
         guard count > 0, let pointer = sqlite3_column_blob(statement, column) else { return Data() }
         return Data(bytes: pointer, count: count)

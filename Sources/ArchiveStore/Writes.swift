@@ -17,7 +17,7 @@ struct PendingWrite: Sendable {
     /// The temp file's stamp once written (a rename keeps it).
     var stamp: FileStamp?
     /// Set for a sync's write: the version as the other replica recorded it.
-    var incoming: IncomingVersion?
+    var incoming: ReplicatedVersion?
     /// When set, the write goes ahead only while its object still holds these contents.
     var condition: WriteCondition?
 
@@ -75,8 +75,12 @@ extension ArchiveStore {
     /// renames, so a change made meanwhile is never overwritten (a sync's writes, a cache's
     /// evictions).
     ///
+    /// `then`, when given, runs in the transaction that records the writes, before any file is
+    /// replaced, with whether each write goes ahead (or is already stored as asked); if it
+    /// throws, nothing is written.
+    ///
     /// - Returns: each object's version afterwards, or nil for a skipped write.
-    func applyChecked(_ requested: [PendingWrite]) throws -> [Int?] {
+    func applyChecked(_ requested: [PendingWrite], then: ((ManifestTransaction, [Bool]) throws -> Void)? = nil) throws -> [Int?] {
         guard !requested.isEmpty else { return [] }
         try refuseIfReadOnly()
         try requireRecovered()
@@ -86,13 +90,22 @@ extension ArchiveStore {
                 directories[ExactName(write.id.collection)] = try openCollection(write.id.collection, create: write.content != nil)
             }
 
-            let plan = try manifest.write { tx in try self.plan(requested, tx: tx) }
+            let plan = try manifest.write { tx in
+                let plan = try self.plan(requested, tx: tx)
+                if plan.intent == nil { try then?(tx, plan.versions.map { $0 != nil }) }
+                return plan
+            }
             guard let intent = plan.intent else { return plan.versions }
             var writes = plan.needed.map { requested[$0] }
             do {
                 try writeTempFiles(&writes, entries: plan.entries, directories: directories)
                 let versions = try manifest.write { tx in
-                    try self.commit(writes, entries: plan.entries, intent: intent, directories: directories, tx: tx)
+                    try self.commit(writes, entries: plan.entries, intent: intent, directories: directories, tx: tx) { skipped in
+                        guard let then else { return }
+                        var going = plan.versions.map { $0 != nil }
+                        for (position, index) in plan.needed.enumerated() { going[index] = !skipped.contains(position) }
+                        try then(tx, going)
+                    }
                 }
                 var result = plan.versions
                 for (position, index) in plan.needed.enumerated() { result[index] = versions[position] }
@@ -216,9 +229,11 @@ extension ArchiveStore {
     }
 
     /// Phase 3 of ``apply(_:)``, inside the write transaction: renames, records, flushes the
-    /// directories and drops the intent. Returns each write's version.
+    /// directories and drops the intent. Returns each write's version. `beforeRenames` is
+    /// given the writes skipped because the manifest no longer holds what they expect.
     private func commit(
-        _ writes: [PendingWrite], entries: [WriteIntent.Entry], intent: Int64, directories: [ExactName: Descriptor], tx: ManifestTransaction
+        _ writes: [PendingWrite], entries: [WriteIntent.Entry], intent: Int64, directories: [ExactName: Descriptor], tx: ManifestTransaction,
+        beforeRenames: (Set<Int>) throws -> Void
     ) throws -> [Int?] {
         var versions: [Int?] = []
         var touched: Set<ExactName> = []
@@ -240,6 +255,7 @@ extension ArchiveStore {
             }
             expectations[index] = expectation
         }
+        try beforeRenames(skipped)
         // A collection's first object: its directory may have been made by a process that
         // died before flushing the store's directory, so flush it here, before the commit.
         var firstInCollection = false
@@ -404,7 +420,7 @@ extension ArchiveStore {
     @discardableResult
     func reconcileFile(
         _ file: String, of id: ObjectID, in directory: Descriptor, tx: ManifestTransaction, schemaVersion: Int? = nil,
-        incoming: (version: IncomingVersion, hash: ContentHash)? = nil
+        incoming: (version: ReplicatedVersion, hash: ContentHash)? = nil
     ) throws
         -> StoreChange?
     {

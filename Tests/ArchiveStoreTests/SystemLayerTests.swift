@@ -76,7 +76,7 @@ struct SystemLayerTests {
         try withStore { store, path in
             try store.save(Person(name: "Ada", age: 36), forKey: "ada")
             let id = try ObjectID(collection: "Person", key: "ada")
-            let relative = "Person/" + store.cacheFileName(of: id)
+            let relative = "Person/" + store.objectFileName(of: id)
             #expect(store.fileStamp(atPath: relative) != nil)
             #expect(rename(path + "/Person", path + "/Elsewhere") == 0)
             #expect(symlink("Elsewhere", path + "/Person") == 0)

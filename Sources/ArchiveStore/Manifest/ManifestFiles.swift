@@ -77,7 +77,7 @@ extension Manifest {
         do {
             let db = try SQLiteConnection(path: temp, mode: .create)
             try db.execute("PRAGMA journal_mode=WAL; BEGIN IMMEDIATE;")
-            try db.execute(schema)
+            try migrate(db)
             try db.setMeta("format", String(formatVersion))
             try db.setMeta("replica", replica.rawValue)
             try db.setMeta("created", String(now()))

@@ -12,21 +12,8 @@ extension ManifestTransaction {
     func history(_ id: ObjectID) throws -> [ObjectVersion] {
         var versions: [ObjectVersion] = []
         try db.query(
-            "SELECT version, hash, size, modified, replica, vector, deleted, file, schema FROM history WHERE collection = ? AND key = ? ORDER BY version",
-            [.text(id.collection), .text(id.key)]
-        ) { row in
-            versions.append(
-                ObjectVersion(
-                    version: Int(row.int(0)),
-                    hash: row.isNull(1) ? nil : ContentHash(bytes: row.blob(1)),
-                    size: Int(row.int(2)),
-                    date: Date(timeIntervalSince1970: Double(row.int(3)) / 1e9),
-                    replica: ReplicaID(rawValue: row.text(4)),
-                    vector: VersionVector(parsing: row.text(5)) ?? VersionVector(),
-                    isDeleted: row.int(6) != 0,
-                    file: row.text(7),
-                    schemaVersion: row.optionalInt(8).map { Int($0) }))
-        }
+            "SELECT \(ObjectVersion.columns) FROM history WHERE collection = ? AND key = ? ORDER BY version", [.text(id.collection), .text(id.key)]
+        ) { versions.append(ObjectVersion(row: $0)) }
         return versions
     }
 

@@ -8,34 +8,11 @@ import Foundation
 extension ManifestTransaction {
     // MARK: Objects
 
-    private static let objectColumns = """
-        collection, key, file, version, vector, hash, size, stamp_size, stamp_mtime, stamp_inode, racy, modified, deleted, schema, seq, replica, kind, origin
-        """
-
-    private func objectRecord(_ row: SQLiteRow) -> ObjectRecord {
-        let stamp = row.optionalInt(7).map { size in
-            FileStamp(size: size, mtimeNanoseconds: row.int(8), inode: UInt64(bitPattern: row.int(9)))
-        }
-        return ObjectRecord(
-            id: ObjectID(unchecked: row.text(0), key: row.text(1)),
-            file: row.text(2),
-            version: Int(row.int(3)),
-            vector: VersionVector(parsing: row.text(4)) ?? VersionVector(),
-            hash: row.isNull(5) ? nil : ContentHash(bytes: row.blob(5)),
-            size: Int(row.int(6)),
-            stamp: stamp,
-            racy: row.int(10) != 0,
-            modified: row.int(11),
-            isDeleted: row.int(12) != 0,
-            schemaVersion: row.optionalInt(13).map { Int($0) },
-            sequence: Int(row.int(14)),
-            replica: ReplicaID(rawValue: row.text(15)))
-    }
-
     /// The row for `id`, tombstone or not.
     func object(_ id: ObjectID) throws -> ObjectRecord? {
         try db.first(
-            "SELECT \(Self.objectColumns) FROM objects WHERE collection = ? AND key = ?", [.text(id.collection), .text(id.key)], objectRecord)
+            "SELECT \(ObjectRecord.columns) FROM objects WHERE collection = ? AND key = ?", [.text(id.collection), .text(id.key)],
+            ObjectRecord.init(row:))
     }
 
     /// The file of `id`'s live object, or nil when there is none: the only file a read returns.
@@ -49,11 +26,11 @@ extension ManifestTransaction {
     func objects(in collection: String?) throws -> [ObjectRecord] {
         var records: [ObjectRecord] = []
         if let collection {
-            try db.query("SELECT \(Self.objectColumns) FROM objects WHERE collection = ? ORDER BY key", [.text(collection)]) {
-                records.append(objectRecord($0))
+            try db.query("SELECT \(ObjectRecord.columns) FROM objects WHERE collection = ? ORDER BY key", [.text(collection)]) {
+                records.append(ObjectRecord(row: $0))
             }
         } else {
-            try db.query("SELECT \(Self.objectColumns) FROM objects ORDER BY collection, key") { records.append(objectRecord($0)) }
+            try db.query("SELECT \(ObjectRecord.columns) FROM objects ORDER BY collection, key") { records.append(ObjectRecord(row: $0)) }
         }
         return records
     }
@@ -110,7 +87,7 @@ extension ManifestTransaction {
 
     /// Calls `body` with every row of `collection`, as a scan compares it.
     func forEachStamp(in collection: String, _ body: (StampRow) throws -> Void) throws {
-        try db.query("SELECT file, key, stamp_size, stamp_mtime, stamp_inode, racy, deleted FROM objects WHERE collection = ?", [.text(collection)]) {
+        try db.query("SELECT \(StampRow.columns) FROM objects WHERE collection = ?", [.text(collection)]) {
             try body(StampRow(row: $0))
         }
     }
@@ -129,7 +106,9 @@ extension ManifestTransaction {
     /// The row whose file is exactly `file` in `collection`, found by searching the collection:
     /// for a name no key gives (a damaged row's).
     func object(named file: String, in collection: String) throws -> ObjectRecord? {
-        try db.first("SELECT \(Self.objectColumns) FROM objects WHERE collection = ? AND file = ?", [.text(collection), .text(file)], objectRecord)
+        try db.first(
+            "SELECT \(ObjectRecord.columns) FROM objects WHERE collection = ? AND file = ?", [.text(collection), .text(file)], ObjectRecord.init(row:)
+        )
     }
 
     /// Records a new stamp for an unchanged object (same hash), without a new version.
@@ -191,7 +170,7 @@ extension ManifestTransaction {
         let stamp = change.stamp
         try db.run(
             """
-            INSERT OR REPLACE INTO objects(\(Self.objectColumns), created_seq)
+            INSERT OR REPLACE INTO objects(\(ObjectRecord.columns), created_seq)
             VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
                    coalesce(?, (SELECT created_seq FROM objects WHERE collection = ?1 AND key = ?2)))
             """,
@@ -225,7 +204,7 @@ extension ManifestTransaction {
     /// Records that `existing`'s file is gone: a tombstone version. Nothing when it is
     /// already a tombstone.
     @discardableResult
-    func recordDelete(of existing: ObjectRecord?, origin: StoreChange.Origin, incoming: IncomingVersion? = nil) throws -> StoreChange? {
+    func recordDelete(of existing: ObjectRecord?, origin: StoreChange.Origin, incoming: ReplicatedVersion? = nil) throws -> StoreChange? {
         guard let existing, !existing.isDeleted else { return nil }
         return try record(
             RecordedChange(

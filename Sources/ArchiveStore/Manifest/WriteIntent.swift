@@ -20,9 +20,9 @@ struct WriteIntent: Sendable {
         var author: ReplicaID? = nil
 
         /// The sync's version this write carries, if it is a sync's.
-        var incoming: IncomingVersion? {
+        var incoming: ReplicatedVersion? {
             guard let vector, let modified, let author else { return nil }
-            return IncomingVersion(vector: vector, modified: modified, author: author, expected: nil)
+            return ReplicatedVersion(vector: vector, modified: modified, author: author)
         }
     }
 

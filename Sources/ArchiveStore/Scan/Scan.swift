@@ -408,21 +408,3 @@ extension ArchiveStore {
         case notRegular(FileStatus.Kind)
     }
 }
-
-/// The part of a manifest row a scan compares, read from the row as it is used: valid only in
-/// the ``ManifestTransaction/forEachStamp(in:_:)`` call that gives it.
-struct StampRow {
-    fileprivate let row: SQLiteRow
-
-    init(row: SQLiteRow) { self.row = row }
-
-    var file: String { row.text(0) }
-    /// Calls `body` with the file name's bytes, without making a `String`.
-    func withFile<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R { try row.withText(0, body) }
-    var key: String { row.text(1) }
-    var stamp: FileStamp? {
-        row.optionalInt(2).map { FileStamp(size: $0, mtimeNanoseconds: row.int(3), inode: UInt64(bitPattern: row.int(4))) }
-    }
-    var racy: Bool { row.int(5) != 0 }
-    var isDeleted: Bool { row.int(6) != 0 }
-}
