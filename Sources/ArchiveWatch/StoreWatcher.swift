@@ -183,13 +183,22 @@ public final class StoreWatcher: Sendable {
     /// still the one at the manifest's path (inotify does not watch `.archive-sync/`).
     private static let manifestCheckInterval = Duration.seconds(1)
 
-    /// `.archive-sync` going is also how `rm -rf STORE` begins (the root goes last): the
-    /// root is given half a second to go too before the store is said to have lost only its
-    /// metadata.
+    /// `rm -rf STORE` removes the manifest first, then `.archive-sync`, then the root: a
+    /// manifest or metadata directory seen gone is given half a second for the rest to go too
+    /// before only that part is said to be lost.
     private static func settled(_ error: WatchError) -> WatchError {
-        guard case .metadataRemoved(let path) = error else { return error }
+        var error = error
+        let path: String
+        switch error {
+        case .metadataRemoved(let root): path = root
+        case .manifestReplaced(let root, "removed"): path = root
+        default: return error
+        }
         for _ in 0..<50 {
             if FileSystem.entryKind(atPath: path, followingSymlink: true) == nil { return .storeRemoved(path: path) }
+            if case .manifestReplaced = error, FileSystem.entryKind(atPath: path.appendingComponent(ArchiveStore.metadataDirectoryName)) == nil {
+                error = .metadataRemoved(path: path)
+            }
             usleep(10_000)
         }
         return error
@@ -211,7 +220,7 @@ public final class StoreWatcher: Sendable {
                 break
             }
             if let how = store.manifestChange {
-                failure = WatchError.manifestReplaced(path: store.path, how: how)
+                failure = Self.settled(WatchError.manifestReplaced(path: store.path, how: how))
                 break
             }
             let rescan = batch.overflow || batch.retry || nextRescan.map { clock.now >= $0 } ?? false
