@@ -9,7 +9,9 @@ extension Document {
     /// ArchiveStore). An XML list must be UTF-8 and no deeper than `limits.depth`; Foundation
     /// parses it, and its binary form is read here. Refused with a ``DocumentError``: sets, UIDs,
     /// nulls, dictionary keys that are not strings, two keys that `PropertyListDecoder` would
-    /// take for one, nesting deeper than `limits.depth`, more than `limits.values` values.
+    /// take for one in a binary list (in XML, Foundation keeps the last of them, as
+    /// `PropertyListDecoder` does), nesting deeper than `limits.depth`, more than
+    /// `limits.values` values.
     public init(propertyList data: Data, limits: DocumentLimits = .standard) throws(DocumentError) {
         if data.starts(with: "bplist0".utf8) {
             var reader = try BinaryPropertyListReader(bytes: [UInt8](data), limits: limits)

@@ -93,6 +93,24 @@ import Testing
         #expect(throws: DocumentError.self) { try Document(propertyList: Data("{a = 1;}".utf8)) }
     }
 
+    /// Values Foundation's XML reader might choke on: each is refused or read, never a trap.
+    @Test(arguments: [
+        "<integer>99999999999999999999999</integer>", "<integer>-99999999999999999999999</integer>", "<integer>abc</integer>",
+        "<real>abc</real>", "<real>nan</real>", "<date>garbage</date>", "<data>!!!</data>", "<key>a</key>", "<dict><key>a</key></dict>",
+        "<dict><string>a</string><string>b</string></dict>", "<dict><key>a</key><true/><key>a</key><false/></dict>",
+        "<array><array/><dict/></array>", "<string>&amp;&lt;&#233;&#xD800;</string>", "<unknown/>",
+    ])
+    func oddXMLValuesAreRefusedOrRead(_ body: String) {
+        let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><plist version=\"1.0\">\(body)</plist>"
+        _ = try? Document(propertyList: Data(xml.utf8))
+    }
+
+    /// PropertyListDecoder reads the last of two equal keys in XML; so does the tree.
+    @Test func xmlWithTheSameKeyTwiceReadsAsTheDecoderDoes() throws {
+        let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><plist version=\"1.0\"><dict><key>a</key><true/><key>a</key><false/></dict></plist>"
+        #expect(try Document(propertyList: Data(xml.utf8)) == .object(["a": .bool(false)]))
+    }
+
     @Test func deepBinaryListsAreRefused() throws {
         // One-byte references reach 255 objects: 200 levels, and limits on either side.
         let chain: [[UInt8]] = (0..<200).map { (level: Int) -> [UInt8] in level == 199 ? [0x09] : [0xA1, UInt8(level + 1)] }
