@@ -164,6 +164,18 @@ private struct Dated: Codable, Equatable {
         }
     }
 
+    /// At the depth limit, on a test's thread: read, written in both codecs, merged and diffed.
+    @Test func documentsAtTheDepthLimitWork() throws {
+        let depth = DocumentLimits.standard.depth
+        let text = String(repeating: #"{"a":["#, count: depth / 2) + "1" + String(repeating: "]}", count: depth / 2)
+        let document = try Document(json: Data(text.utf8))
+        #expect(try Document(json: document.jsonData()) == document)
+        #expect(try Document(propertyList: document.propertyListData()) == document)
+        #expect(Document.merge(base: document, ours: document, theirs: document) == .merged(document, paths: []))
+        #expect(Document.diff(document, document).isEmpty)
+        #expect(throws: DocumentError.self) { try Document(json: Data(("[" + text + "]").utf8)) }
+    }
+
     @Test func jsonThatIsNotUTF8IsRefused() {
         #expect(throws: DocumentError.self) { try Document(json: Data([0x22, 0xC3, 0x28, 0x22])) }
         #expect(throws: DocumentError.self) { try Document(json: Data([0x22, 0xED, 0xA0, 0x80, 0x22])) }
