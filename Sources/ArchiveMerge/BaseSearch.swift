@@ -16,6 +16,7 @@ public struct HistoryEntry<Vector: CausalVector, ID: Sendable>: Sendable {
     /// What the caller needs to read this version's bytes (a version number, a hash).
     public let id: ID
 
+    /// A row with `vector` whose bytes the caller finds by `id`.
     public init(vector: Vector, id: ID) {
         self.vector = vector
         self.id = id

@@ -11,6 +11,7 @@ public struct DocumentDifference: Sendable, Equatable, CustomStringConvertible {
     /// was given.
     public let base: Document?
 
+    /// A difference at `path`; nil values are absent members.
     public init(path: DocumentPath, first: Document?, second: Document?, base: Document?) {
         self.path = path
         self.first = first

@@ -7,16 +7,19 @@ import Foundation
 ///
 /// Equality is *exact* where exactness matters for agreeing on bytes: strings and member names
 /// compare by their Unicode scalars (two spellings of `é` differ), and numbers by their
-/// canonical ``DocumentNumber`` (1 and 1.0 are equal, as the store's decoders read both into the same
-/// `Int` or `Double`). Member order never matters.
+/// canonical ``DocumentNumber`` (1 and 1.0 are equal, as the store's decoders read both into
+/// the same `Int` or `Double`). Member order never matters.
 public enum Document: Sendable, Equatable, CustomStringConvertible {
     /// A JSON object or property-list dictionary. Names are unique under Swift's `String`
     /// equality, as the store's decoders look members up by it.
     case object([String: Document])
     /// An array: a value as a whole for merging.
     case array([Document])
+    /// A string, compared by its Unicode scalars.
     case string(String)
+    /// A number in its canonical form.
     case number(DocumentNumber)
+    /// `true` or `false` (never equal to a number).
     case bool(Bool)
     /// JSON's `null` (property lists have none).
     case null
@@ -25,6 +28,7 @@ public enum Document: Sendable, Equatable, CustomStringConvertible {
     /// Property-list data (JSON has none).
     case data(Data)
 
+    /// Exact equality: see the type's description.
     public static func == (lhs: Document, rhs: Document) -> Bool {
         switch (lhs, rhs) {
         case (.object(let a), .object(let b)):
@@ -116,6 +120,7 @@ public struct DocumentNumber: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// Equal values; NaN equals NaN.
     public static func == (lhs: DocumentNumber, rhs: DocumentNumber) -> Bool {
         switch (lhs.value, rhs.value) {
         case (.integer(let a), .integer(let b)): return a == b
@@ -152,6 +157,7 @@ public struct DocumentPath: Sendable, Hashable, Comparable, CustomStringConverti
     /// This path with one more member name.
     public func appending(_ name: String) -> DocumentPath { DocumentPath(names + [name]) }
 
+    /// `address.city`, `address."post.code"`, `.` for the root.
     public var description: String {
         names.isEmpty ? "." : names.map(Self.written).joined(separator: ".")
     }
@@ -161,6 +167,7 @@ public struct DocumentPath: Sendable, Hashable, Comparable, CustomStringConverti
         lhs.names.elementsEqual(rhs.names) { $0.unicodeScalars.elementsEqual($1.unicodeScalars) }
     }
 
+    /// Hashes the names' UTF-8 bytes, as ``==`` compares them.
     public func hash(into hasher: inout Hasher) {
         for name in names { hasher.combine(Array(name.utf8)) }
     }
@@ -223,6 +230,7 @@ public struct DocumentLimits: Sendable {
     /// million values.
     public static let standard = DocumentLimits(depth: 256, values: 1_000_000)
 
+    /// Limits of `depth` levels and `values` values.
     public init(depth: Int, values: Int) {
         self.depth = depth
         self.values = values
