@@ -100,6 +100,22 @@ private struct Dated: Codable, Equatable {
         #expect(try Document.object(small).propertyListData() == Document.object(large).propertyListData())
     }
 
+    /// The planner maps a store's codec to a format by its raw value: they must not drift.
+    @Test func formatsAreNamedAsTheStoresCodecs() throws {
+        #expect(DocumentFormat.allCases.map(\.rawValue) == ArchiveCodec.allCases.map(\.rawValue))
+        let model = Dated(blob: Data([1]), count: 1, nested: [:], ratio: 0.5, when: Date(timeIntervalSinceReferenceDate: 2))
+        for codec in ArchiveCodec.allCases {
+            let format = try #require(DocumentFormat(rawValue: codec.rawValue))
+            if codec == .json {
+                let bytes = try codec.encode(Profile())
+                #expect(try Document(bytes, format: format).data(in: format) == bytes)
+            } else {
+                let bytes = try codec.encode(model)
+                #expect(try Document(bytes, format: format).data(in: format) == bytes)
+            }
+        }
+    }
+
     @Test func xmlPropertyListsReadAsTheirBinaryForm() throws {
         let model = Dated(blob: Data("hi".utf8), count: 3, nested: ["k": [2.5]], ratio: 1.5, when: Date(timeIntervalSinceReferenceDate: 1))
         let xml = PropertyListEncoder()
