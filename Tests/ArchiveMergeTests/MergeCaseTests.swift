@@ -1,3 +1,4 @@
+import ArchiveStore
 import Foundation
 import Testing
 
@@ -81,6 +82,41 @@ import Testing
                     .object(["e\u{301}": .number(DocumentNumber(Int64(1))), "n": .number(DocumentNumber(Int64(2)))]),
                     paths: [DocumentPath(["e\u{301}"]), DocumentPath(["n"]), DocumentPath(["\u{E9}"])]))
         #expect(Document.merge(base: base, ours: respelled, theirs: changed) == .conflicts([DocumentPath(["e\u{301}"])]))
+    }
+
+    private struct Person: Codable, Equatable {
+        struct Address: Codable, Equatable {
+            var city: String
+            var zip: String
+        }
+        var name: String
+        var address: Address
+        var tags: [String]
+        var score: Double
+    }
+
+    /// Models saved by the store's codec, edited apart on two sides: the merged bytes load as
+    /// the model with both edits, in either codec; in JSON they are also the codec's own bytes
+    /// for it (a property list's members come out sorted, a model's in declaration order).
+    @Test(arguments: ArchiveCodec.allCases)
+    func disjointEditsOfAModelLoadAsTheModelWithBoth(codec: ArchiveCodec) throws {
+        let base = Person(name: "Ann", address: .init(city: "Oslo", zip: "0150"), tags: ["a"], score: 1.5)
+        var ours = base
+        ours.address.city = "Bergen"
+        ours.score = 2.25
+        var theirs = base
+        theirs.address.zip = "5003"
+        theirs.tags.append("b")
+        var both = ours
+        both.address.zip = "5003"
+        both.tags.append("b")
+        let format = try #require(DocumentFormat(rawValue: codec.rawValue))
+        func read(_ person: Person) throws -> Document { try Document(codec.encode(person), format: format) }
+        let result = Document.merge(base: try read(base), ours: try read(ours), theirs: try read(theirs))
+        guard case .merged(let merged, let changed) = result else { return #expect(Bool(false), "\(result)") }
+        #expect(try codec.decode(Person.self, from: merged.data(in: format)) == both)
+        #expect(changed == paths("address.city", "address.zip", "score", "tags"))
+        if codec == .json { #expect(try merged.data(in: format) == codec.encode(both)) }
     }
 
     @Test func pathsAreWrittenWithDotsAndQuotedNames() {
