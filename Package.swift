@@ -62,6 +62,9 @@ let package = Package(
             name: "ArchiveCache",
             dependencies: ["ArchiveStore", "ArchiveLocking"]
         ),
+        // Field-level three-way merge of documents (issue 21): Foundation only, no store, so the
+        // planner can call it as a pure function.
+        .target(name: "ArchiveMerge"),
         // A safe reader of NSKeyedArchiver archives: Foundation only, never traps.
         .target(name: "KeyedArchive"),
         .executableTarget(
@@ -99,6 +102,11 @@ let package = Package(
             name: "KeyedArchiveTests",
             dependencies: ["KeyedArchive"],
             resources: [.copy("Fixtures")]
+        ),
+        .testTarget(
+            name: "ArchiveMergeTests",
+            // The store only to check against its codec and VersionVector: the module has none.
+            dependencies: ["ArchiveMerge", "ArchiveStore"]
         ),
         .testTarget(
             name: "ArchiveWatchTests",
