@@ -66,3 +66,12 @@ extension ArchiveStore {
             pid: pid, currentSince: since.map { Date(timeIntervalSince1970: Double($0) / 1e9) }, caughtUp: caughtUp && since != nil)
     }
 }
+
+extension ArchiveStore {
+    /// True when a watcher holds the store's lease and has caught up with the disk, so the
+    /// manifest is current without a scan: it answered a probe through its event queue in
+    /// time (see ``WatchProbe``). A stopped or stuck watcher does not.
+    package func isKeptCurrentByWatcher() throws -> Bool {
+        try watcherHasCaughtUp()
+    }
+}

@@ -4,20 +4,14 @@ import Foundation
     import Glibc
 #endif
 
+// What a conditional write (``ArchiveStore/applyConditional(_:then:)``) checks before it goes
+// ahead: in the manifest under the write lock, and on disk just before its rename.
+
 extension ManifestTransaction {
     /// The hash of `id`'s live contents; nil when it has no row or a tombstone.
     func liveHash(_ id: ObjectID) throws -> ContentHash? {
         guard let row = try object(id), !row.isDeleted else { return nil }
         return row.hash
-    }
-}
-
-extension ArchiveStore {
-    /// True when a watcher holds the store's lease and has caught up with the disk, so the
-    /// manifest is current without a scan: it answered a probe through its event queue in
-    /// time (see ``WatchProbe``). A stopped or stuck watcher does not.
-    package func isKeptCurrentByWatcher() throws -> Bool {
-        try watcherHasCaughtUp()
     }
 }
 
