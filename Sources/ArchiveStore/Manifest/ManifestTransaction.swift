@@ -7,8 +7,7 @@ import Foundation
 
 /// The manifest inside one transaction. Valid only inside ``Manifest/read(_:)`` or ``Manifest/write(_:)``.
 final class ManifestTransaction {
-    /// The connection, for the manifest's other tables (sync checkpoints, cache metadata),
-    /// each defined in the file that uses it.
+    /// The connection; client modules reach their own tables only through ``ManifestSQL``.
     let db: SQLiteConnection
     let replica: ReplicaID
     private var sequence: Int?
