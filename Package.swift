@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "ArchiveSync", targets: ["ArchiveSync"]),
         .library(name: "ArchiveCache", targets: ["ArchiveCache"]),
         .library(name: "KeyedArchive", targets: ["KeyedArchive"]),
+        .library(name: "ArchiveProcess", targets: ["ArchiveProcess"]),
         .executable(name: "archive-sync", targets: ["archive-sync"]),
     ],
     dependencies: [
@@ -30,6 +31,8 @@ let package = Package(
         .target(name: "CArchiveShims"),
         // A Mutex the thread sanitizer sees (TracedMutex.swift says why).
         .target(name: "ArchiveLocking", dependencies: ["CArchiveShims"]),
+        // The child-process type: the sync transport's, the tests' and the benchmarks'.
+        .target(name: "ArchiveProcess", dependencies: ["ArchiveLocking", "CArchiveShims"]),
         // The store's fast JSON decoder: JSONDecoder's values, or nil where it is not sure.
         .target(name: "ArchiveJSON"),
         .target(
@@ -55,7 +58,7 @@ let package = Package(
         // Sync of two stores: the planner, the executor and the transports.
         .target(
             name: "ArchiveSync",
-            dependencies: ["ArchiveStore", "ArchiveLocking", "CArchiveShims"]
+            dependencies: ["ArchiveStore", "ArchiveLocking", "ArchiveProcess", "CArchiveShims"]
         ),
         // A typed in-memory model cache over a store, invalidated by its change stream.
         .target(
