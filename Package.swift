@@ -90,26 +90,37 @@ let package = Package(
             dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch"],
             path: "Samples/ModelCache"
         ),
+        // What the test targets share: finding and running the built programs, temp
+        // directories, child processes and an sshd on 127.0.0.1.
+        .target(name: "TestSupport", dependencies: ["ArchiveProcess"], path: "Tests/TestSupport"),
+        // Runs `archive-sync serve --stdio` as the far side of its remote replicas and syncs
+        // through the CLI over sshd (SSHTests).
         .testTarget(
             name: "ArchiveSyncTests",
-            dependencies: ["ArchiveStore", "ArchiveSync", "archive-sync"]
+            dependencies: ["ArchiveStore", "ArchiveSync", "TestSupport", "archive-sync"]
         ),
+        // Runs `archive-sync put` as the other process that writes a cached store.
         .testTarget(
             name: "ArchiveCacheTests",
-            dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch", "ArchiveLocking", "archive-sync"]
+            dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch", "TestSupport", "archive-sync"]
+        ),
+        .testTarget(
+            name: "ArchiveLockingTests",
+            dependencies: ["ArchiveLocking", "TestSupport"]
         ),
         .testTarget(
             name: "KeyedArchiveTests",
             dependencies: ["KeyedArchive"],
             resources: [.copy("Fixtures")]
         ),
+        // Runs `archive-sync put` as the other process whose writes a watcher reports.
         .testTarget(
             name: "ArchiveWatchTests",
-            dependencies: ["ArchiveStore", "ArchiveWatch", "ArchiveLocking", "archive-sync"]
+            dependencies: ["ArchiveStore", "ArchiveWatch", "ArchiveLocking", "TestSupport", "archive-sync"]
         ),
         .testTarget(
             name: "ArchiveStoreTests",
-            dependencies: ["ArchiveStore", "ArchiveJSON", "ArchiveLocking"]
+            dependencies: ["ArchiveStore", "ArchiveJSON", "ArchiveLocking", "TestSupport"]
         ),
         .executableTarget(
             name: "crash-writer",
@@ -118,11 +129,11 @@ let package = Package(
         ),
         .testTarget(
             name: "CrashTests",
-            dependencies: ["ArchiveStore", "crash-writer"]
+            dependencies: ["ArchiveStore", "ArchiveProcess", "TestSupport", "crash-writer"]
         ),
         .testTarget(
             name: "ArchiveSyncCommandTests",
-            dependencies: ["ArchiveStore", "archive-sync"]
+            dependencies: ["ArchiveStore", "TestSupport", "archive-sync"]
         ),
     ],
     swiftLanguageModes: [.v6]
