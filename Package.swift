@@ -105,6 +105,10 @@ let package = Package(
             dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch", "TestSupport", "archive-sync"]
         ),
         .testTarget(
+            name: "ArchiveProcessTests",
+            dependencies: ["ArchiveProcess"]
+        ),
+        .testTarget(
             name: "ArchiveLockingTests",
             dependencies: ["ArchiveLocking", "TestSupport"]
         ),

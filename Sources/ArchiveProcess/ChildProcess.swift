@@ -146,10 +146,26 @@ public final class ChildProcess: Sendable {
         archive_spawn_addclosefrom(&actions, 3)
         if let directory { archive_spawn_addchdir(&actions, directory) }
 
+        // The child starts with no signal blocked and every signal at its default action, as
+        // a program expects: the spawning thread's mask and this process's ignored signals
+        // (a test runner's SIGTERM, a command's SIGPIPE) would otherwise carry over exec.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        var allSignals = sigset_t()
+        sigfillset(&allSignals)
+        sigdelset(&allSignals, SIGKILL)
+        sigdelset(&allSignals, SIGSTOP)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
-        let result = posix_spawnp(&pid, executable, &actions, nil, argv, Glibc.environ)
+        let result = posix_spawnp(&pid, executable, &actions, &attributes, argv, Glibc.environ)
         guard result == 0 else {
             closeAll()
             throw ChildProcessError(call: "posix_spawnp", executable: executable, errno: result)
