@@ -6,8 +6,9 @@ import Foundation
     import Glibc
 #endif
 
-// Not swift-subprocess (1.0.2): its API is async only, where the sync transport keeps a child
-// for the life of a synchronous connection and reads and writes its pipes from blocking threads.
+// Not swift-subprocess (1.0.2): its `run` is async and the child lives only inside its closure,
+// where the sync transport keeps a child for the life of a synchronous connection and reads
+// and writes its pipes from blocking threads.
 
 /// A child process started with `posix_spawnp` and reaped with `waitpid`: the one way the
 /// project starts a program (the sync transport's ssh, the tests' commands, the benchmarks').
