@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "ArchiveSync", targets: ["ArchiveSync"]),
         .library(name: "ArchiveCache", targets: ["ArchiveCache"]),
         .library(name: "KeyedArchive", targets: ["KeyedArchive"]),
+        .library(name: "ArchiveProcess", targets: ["ArchiveProcess"]),
         .executable(name: "archive-sync", targets: ["archive-sync"]),
     ],
     dependencies: [
@@ -30,6 +31,8 @@ let package = Package(
         .target(name: "CArchiveShims"),
         // A Mutex the thread sanitizer sees (TracedMutex.swift says why).
         .target(name: "ArchiveLocking", dependencies: ["CArchiveShims"]),
+        // The child-process type: the sync transport's, the tests' and the benchmarks'.
+        .target(name: "ArchiveProcess", dependencies: ["ArchiveLocking", "CArchiveShims"]),
         // The store's fast JSON decoder: JSONDecoder's values, or nil where it is not sure.
         .target(name: "ArchiveJSON"),
         .target(
@@ -55,7 +58,7 @@ let package = Package(
         // Sync of two stores: the planner, the executor and the transports.
         .target(
             name: "ArchiveSync",
-            dependencies: ["ArchiveStore", "ArchiveLocking", "CArchiveShims"]
+            dependencies: ["ArchiveStore", "ArchiveLocking", "ArchiveProcess", "CArchiveShims"]
         ),
         // A typed in-memory model cache over a store, invalidated by its change stream.
         .target(
@@ -90,19 +93,34 @@ let package = Package(
             dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch"],
             path: "Samples/ModelCache"
         ),
+        // What the test targets share: finding and running the built programs, temp
+        // directories, child processes and an sshd on 127.0.0.1.
+        .target(name: "TestSupport", dependencies: ["ArchiveProcess"], path: "Tests/TestSupport"),
+        // Runs `archive-sync serve --stdio` as the far side of its remote replicas and syncs
+        // through the CLI over sshd (SSHTests).
         .testTarget(
             name: "ArchiveSyncTests",
-            dependencies: ["ArchiveStore", "ArchiveSync", "archive-sync"]
+            dependencies: ["ArchiveStore", "ArchiveSync", "TestSupport", "archive-sync"]
         ),
+        // Runs `archive-sync put` as the other process that writes a cached store.
         .testTarget(
             name: "ArchiveCacheTests",
-            dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch", "ArchiveLocking", "archive-sync"]
+            dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch", "TestSupport", "archive-sync"]
+        ),
+        .testTarget(
+            name: "ArchiveProcessTests",
+            dependencies: ["ArchiveProcess"]
+        ),
+        .testTarget(
+            name: "ArchiveLockingTests",
+            dependencies: ["ArchiveLocking", "TestSupport"]
         ),
         .testTarget(
             name: "KeyedArchiveTests",
             dependencies: ["KeyedArchive"],
             resources: [.copy("Fixtures")]
         ),
+        // Runs `archive-sync put` as the other process whose writes a watcher reports.
         .testTarget(
             name: "ArchiveMergeTests",
             // The store only to check against its codec and VersionVector: the module has none.
@@ -110,11 +128,11 @@ let package = Package(
         ),
         .testTarget(
             name: "ArchiveWatchTests",
-            dependencies: ["ArchiveStore", "ArchiveWatch", "ArchiveLocking", "archive-sync"]
+            dependencies: ["ArchiveStore", "ArchiveWatch", "ArchiveLocking", "TestSupport", "archive-sync"]
         ),
         .testTarget(
             name: "ArchiveStoreTests",
-            dependencies: ["ArchiveStore", "ArchiveJSON", "ArchiveLocking"]
+            dependencies: ["ArchiveStore", "ArchiveJSON", "ArchiveLocking", "TestSupport"]
         ),
         .executableTarget(
             name: "crash-writer",
@@ -123,11 +141,11 @@ let package = Package(
         ),
         .testTarget(
             name: "CrashTests",
-            dependencies: ["ArchiveStore", "crash-writer"]
+            dependencies: ["ArchiveStore", "ArchiveProcess", "TestSupport", "crash-writer"]
         ),
         .testTarget(
             name: "ArchiveSyncCommandTests",
-            dependencies: ["ArchiveStore", "archive-sync"]
+            dependencies: ["ArchiveStore", "TestSupport", "archive-sync"]
         ),
     ],
     swiftLanguageModes: [.v6]

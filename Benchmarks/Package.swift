@@ -33,9 +33,9 @@ let package = Package(
         ),
         // What the benchmarks of the store, the watcher, the cache and sync share: the models,
         // timing, formatting, scratch directories and child processes.
-        .target(name: "BenchSupport", dependencies: [project("ArchiveStore")], path: "BenchSupport"),
+        .target(name: "BenchSupport", dependencies: [project("ArchiveStore"), project("ArchiveProcess")], path: "BenchSupport"),
         benchmark("archive-bench", path: "ArchiveBench", ["ArchiveStore"]),
-        benchmark("watch-bench", path: "WatchBench", ["ArchiveStore", "ArchiveWatch"]),
+        benchmark("watch-bench", path: "WatchBench", ["ArchiveStore", "ArchiveWatch", "ArchiveProcess"]),
         // The Swift runtime linked dynamically (the Makefile builds it apart): statically linked,
         // Foundation's NSKeyedArchiver cannot bridge Swift values (an array traps, a plist comes
         // out empty). It times no process, so the static runtime's smaller memory is not needed.
@@ -46,7 +46,7 @@ let package = Package(
         ),
         benchmark("sync-bench", path: "SyncBench", ["ArchiveStore"]),
         benchmark("cache-bench", path: "CacheBench", ["ArchiveStore", "ArchiveCache", "ArchiveWatch"]),
-        benchmark("remote-bench", path: "RemoteBench", ["ArchiveStore"]),
+        benchmark("remote-bench", path: "RemoteBench", ["ArchiveStore", "ArchiveProcess"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,5 +1,6 @@
 // Child processes, as benchmarks run and time them.
 
+import ArchiveProcess
 import Foundation
 
 #if canImport(Glibc)
@@ -10,7 +11,7 @@ import Foundation
 
 /// Runs `executable` with `arguments` and captures what it prints (stdout and stderr).
 public func runCapturing(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-    let child = try ChildProcess(executable, arguments, stdout: .capture, stderr: .capture)
+    let child = try ChildProcess(executable, arguments, stdout: .pipe, stderr: .standardOutput)
     let output = child.readOutput()
     return (child.waitUntilExit(), output)
 }
@@ -24,7 +25,7 @@ public func runCapturing(_ executable: String, _ arguments: [String]) throws -> 
 /// `ru_maxrss` (``ChildProcess`` says why).
 public func runTimed(_ executable: String, _ arguments: [String]) throws -> (status: Int32, seconds: Double, maxResidentKilobytes: Int) {
     let start = ContinuousClock.now
-    let child = try ChildProcess(executable, arguments)
+    let child = try ChildProcess(executable, arguments, stdout: .null, stderr: .null)
     let sampler = PeakMemorySampler(pid: child.pid)
     let status = child.waitUntilExit()
     let elapsed = (ContinuousClock.now - start).seconds
@@ -110,7 +111,7 @@ public func archiveSyncBinary(_ cli: String?) throws -> String {
 
 /// Starts `archive-sync watch STORE` in the background; the caller stops it.
 public func startWatcher(cli: String, store: String) throws -> ChildProcess {
-    try ChildProcess(cli, ["watch", store])
+    try ChildProcess(cli, ["watch", store], stdout: .null, stderr: .null)
 }
 
 /// Waits until `archive-sync status` reports each store kept current by a watcher.

@@ -3,6 +3,7 @@
 // See Benchmarks/README.md.
 // `remote-bench --help` gives the options.
 
+import ArchiveProcess
 import ArchiveStore
 import ArgumentParser
 import BenchCommandLine

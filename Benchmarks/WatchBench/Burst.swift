@@ -1,3 +1,4 @@
+import ArchiveProcess
 import ArchiveStore
 import BenchSupport
 import Foundation
@@ -23,7 +24,7 @@ func burst(_ options: BenchOptions) throws -> [String] {
     let watchedPath = try scratch.sub("watched")
     let watched = try ArchiveStore(directory: watchedPath)
     try watched.save(Person.sample(-1), forKey: "seed")  // makes STORE/Person/
-    let watcher = try ChildProcess(cli, ["watch", watchedPath], stderr: .file(scratch.path + "/watch.log"))
+    let watcher = try ChildProcess(cli, ["watch", watchedPath], stdout: .null, stderr: .file(scratch.path + "/watch.log"))
     defer { watcher.stop() }
     try watcher.waitForLog("caught up", timeout: .seconds(60))
     let watchedDirectory = try openDirectory(watchedPath + "/" + collection)

@@ -1,3 +1,4 @@
+import ArchiveProcess
 import ArchiveStore
 import BenchSupport
 import Foundation
@@ -32,7 +33,7 @@ func memory(_ options: BenchOptions) throws -> [String] {
     let small = try watchMemory(cli, smallPath, log: scratch.path + "/watch-small.log")
 
     let statusPeak = try sampledPeak(cli, ["status", storePath], log: scratch.path + "/status.log")
-    let sleeper = try ChildProcess("/bin/sleep", ["100"], stderr: .file(scratch.path + "/sleep.log"))
+    let sleeper = try ChildProcess("/bin/sleep", ["100"], stdout: .null, stderr: .file(scratch.path + "/sleep.log"))
     defer { sleeper.stop() }
     Thread.sleep(forTimeInterval: 0.2)
     let sleepRSS = try sleeper.memory()["VmRSS"] ?? 0
@@ -61,7 +62,7 @@ private func watchMemory(_ cli: String, _ store: String, log: String) throws -> 
     caughtUp: [String: Int], after: [String: Int], caughtUpSeconds: Double, summary: String
 ) {
     let start = ContinuousClock.now
-    let watcher = try ChildProcess(cli, ["watch", store], stderr: .file(log))
+    let watcher = try ChildProcess(cli, ["watch", store], stdout: .null, stderr: .file(log))
     defer { watcher.stop() }
     try watcher.waitForLog("caught up", timeout: .seconds(120))
     let caughtUpSeconds = (ContinuousClock.now - start).seconds
@@ -79,7 +80,7 @@ private func watchMemory(_ cli: String, _ store: String, log: String) throws -> 
 /// Runs a short command to its end, reading its VmHWM from /proc/PID/status as often as it can;
 /// the last reading is its peak (unless it grew in its last few hundred microseconds).
 private func sampledPeak(_ executable: String, _ arguments: [String], log: String) throws -> Int {
-    let child = try ChildProcess(executable, arguments, stderr: .file(log))
+    let child = try ChildProcess(executable, arguments, stdout: .null, stderr: .file(log))
     var peak = 0
     while child.exitStatus == nil {
         if let hwm = try? procStatus(child.pid)["VmHWM"] { peak = max(peak, hwm) }

@@ -1,8 +1,7 @@
 import ArchiveLocking
+import ArchiveProcess
 import ArchiveStore
-import CArchiveShims
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -237,42 +236,22 @@ package final class RemoteReplica: SyncReplica {
 private final class Connection {
     private let process: ChildProcess
     private let channel: FrameChannel
-    private let toChild: FileHandle
-    private let fromChild: FileHandle
-    private let stderr: StderrTail
     private(set) var isClosed = false
 
     init(command: [String]) throws {
-        guard !command.isEmpty else { throw SyncError.remote("no command to reach the far side") }
-        // Close-on-exec, so that no other child (of this process, or of the transport) holds an
-        // end open; the child gets its ends as 0, 1 and 2 through dup2.
-        let input = try Self.pipe()
-        let output = try Self.pipe()
-        let errors = try Self.pipe()
-        defer {
-            // The child's ends, now the child's alone: its exit closes them.
-            Glibc.close(input.read)
-            Glibc.close(output.write)
-            Glibc.close(errors.write)
-        }
+        guard let program = command.first else { throw SyncError.remote("no command to reach the far side") }
         do {
-            process = try ChildProcess(command, stdin: input.read, stdout: output.write, stderr: errors.write)
+            // Its stderr on a thread of its own, so that it never blocks on a full pipe; the
+            // last few kilobytes say why it failed.
+            process = try ChildProcess(program, Array(command.dropFirst()), stdin: .pipe, stdout: .pipe, stderr: .collect(lastBytes: 8_192))
         } catch {
-            for fd in [input.write, output.read, errors.read] { Glibc.close(fd) }
-            throw error
+            switch error.call {
+            case "pipe": throw SyncError.remote("cannot make a pipe: \(String(cString: strerror(error.errno)))")
+            default: throw SyncError.remote("cannot start \(command.joined(separator: " ")): \(String(cString: strerror(error.errno)))")
+            }
         }
-        toChild = FileHandle(fileDescriptor: input.write, closeOnDealloc: true)
-        fromChild = FileHandle(fileDescriptor: output.read, closeOnDealloc: true)
-        stderr = StderrTail(FileHandle(fileDescriptor: errors.read, closeOnDealloc: true))
-        channel = FrameChannel(input: fromChild.fileDescriptor, output: toChild.fileDescriptor)
-    }
-
-    private static func pipe() throws -> (read: Int32, write: Int32) {
-        var fds: [Int32] = [-1, -1]
-        // Close-on-exec in the same call: a child that another thread starts between a pipe and
-        // an fcntl would hold an end, and its reader would never see end-of-file when ssh dies.
-        guard archive_pipe_cloexec(&fds) == 0 else { throw SyncError.remote("cannot make a pipe: \(String(cString: strerror(errno)))") }
-        return (fds[0], fds[1])
+        // Both pipes are open until `close()`; writes go through the no-SIGPIPE path.
+        channel = FrameChannel(input: process.standardOutput!, output: process.standardInput!)
     }
 
     /// One request and the payload of its `ok` reply.
@@ -294,24 +273,30 @@ private final class Connection {
             throw SyncError.remote("\(name): \(closedMessage(beforeHandshake: beforeHandshake))")
         } catch let error as WireError {
             close()
-            let said = stderr.text(waiting: 0.2)
+            let said = stderrText(waiting: .milliseconds(200))
             throw SyncError.remote("\(name): \(error.description)" + (said.isEmpty ? "" : "; it said: \(said)"))
         }
     }
 
     /// Why the far side went away, in its (or ssh's) words.
     private func closedMessage(beforeHandshake: Bool) -> String {
-        let deadline = Date().addingTimeInterval(5)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        let said = stderr.text(waiting: 1)
+        _ = process.wait(timeout: .seconds(5))
+        let said = stderrText(waiting: .seconds(1))
         var message = beforeHandshake ? "the far side closed the connection before the handshake" : "the connection to the far side closed"
-        switch process.exit {
-        case .signal(let number)?: message += " (the transport was killed by signal \(number))"
-        case .status(127)?: message += " (exit 127: is archive-sync installed there? --remote-cmd names it)"
-        case .status(let status)? where status != 0: message += " (exit \(status))"
+        switch process.termination {
+        case .signalled(let number)?: message += " (the transport was killed by signal \(number))"
+        case .exited(127)?: message += " (exit 127: is archive-sync installed there? --remote-cmd names it)"
+        case .exited(let status)? where status != 0: message += " (exit \(status))"
         default: break
         }
         return said.isEmpty ? message : message + ": " + said
+    }
+
+    /// What the child said on stderr, trimmed, on one line; waits up to `timeout` for it to end.
+    private func stderrText(waiting timeout: Duration) -> String {
+        _ = process.waitForErrorOutputEnd(timeout: timeout)
+        return String(decoding: process.collectedErrorOutput, as: UTF8.self).split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: "; ")
     }
 
     /// Closes the pipes (the far side sees the end of its input) and waits briefly for the
@@ -319,131 +304,21 @@ private final class Connection {
     func close() {
         guard !isClosed else { return }
         isClosed = true
-        try? toChild.close()
+        process.closeStandardInput()
         // The child's stderr ends when it (and anything it started) exits: a prompt signal,
-        // where Foundation's own notice of the exit can lag by tens of milliseconds.
+        // where the notice of the exit itself is only polled.
         var waited = 0
-        while !stderr.waitForEnd(seconds: 0.005) && process.isRunning && waited < 1_000 { waited += 1 }
-        if waited == 1_000 { process.terminate() }
+        while !process.waitForErrorOutputEnd(timeout: .milliseconds(5)) && process.isRunning && waited < 1_000 { waited += 1 }
+        if waited == 1_000 { process.terminate(grace: .seconds(1)) }
         // Its stderr has ended: it is exiting, if it has not exited yet.
-        for _ in 0..<1_000 where process.isRunning { usleep(1_000) }
-        try? fromChild.close()
+        _ = process.wait(timeout: .seconds(1))
+        process.closeStandardOutput()
     }
 
     deinit {
         if !isClosed {
-            try? toChild.close()
-            process.terminate()
+            process.closeStandardInput()
+            process.terminate(grace: .seconds(1))
         }
-    }
-}
-
-/// A child process started with `posix_spawnp` and reaped with `waitpid`. Not Foundation's
-/// `Process`: ssh closes the descriptors it inherits, which Foundation takes for an exit, and
-/// its one watching thread then blocks in `waitpid` until ssh ends, stalling the notice of
-/// every other child's exit in the process (an app's, a test runner's).
-private final class ChildProcess {
-    enum Exit: Equatable {
-        case status(Int32)
-        case signal(Int32)
-    }
-
-    private let pid: pid_t
-    /// How it ended; nil while it runs.
-    private(set) var exit: Exit?
-
-    init(_ command: [String], stdin: Int32, stdout: Int32, stderr: Int32) throws {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, stdin, 0)
-        posix_spawn_file_actions_adddup2(&actions, stdout, 1)
-        posix_spawn_file_actions_adddup2(&actions, stderr, 2)
-        let argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid: pid_t = 0
-        let result = posix_spawnp(&pid, command[0], &actions, nil, argv, Glibc.environ)
-        guard result == 0 else {
-            throw SyncError.remote("cannot start \(command.joined(separator: " ")): \(String(cString: strerror(result)))")
-        }
-        self.pid = pid
-    }
-
-    var isRunning: Bool {
-        guard exit == nil else { return false }
-        var status: Int32 = 0
-        guard waitpid(pid, &status, WNOHANG) == pid else { return true }
-        record(status)
-        return false
-    }
-
-    private func record(_ status: Int32) {
-        exit = status & 0x7F == 0 ? .status((status >> 8) & 0xFF) : .signal(status & 0x7F)
-    }
-
-    /// Stops it (SIGTERM, then SIGKILL after a second) and reaps it.
-    func terminate() {
-        guard isRunning else { return }
-        kill(pid, SIGTERM)
-        for _ in 0..<100 where isRunning { usleep(10_000) }
-        guard isRunning else { return }
-        kill(pid, SIGKILL)
-        var status: Int32 = 0
-        if waitpid(pid, &status, 0) == pid { record(status) }
-    }
-
-    deinit {
-        // Reaped by now or soon: never left a zombie for the life of the process.
-        if exit == nil {
-            var status: Int32 = 0
-            if waitpid(pid, &status, WNOHANG) == 0 {
-                kill(pid, SIGKILL)
-                waitpid(pid, &status, 0)
-            }
-        }
-    }
-}
-
-/// The last few kilobytes the child wrote to stderr, read on a thread of its own so the
-/// child never blocks on a full pipe.
-private final class StderrTail: Sendable {
-    private let buffer = TracedMutex<[UInt8]>([])
-    private let done = DispatchSemaphore(value: 0)
-    private let finished = Atomic<Bool>(false)
-
-    init(_ handle: FileHandle) {
-        let thread = Thread { [self] in
-            let fd = handle.fileDescriptor
-            var chunk = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let got = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, 4096) }
-                if got < 0 && errno == EINTR { continue }
-                if got <= 0 { break }
-                buffer.withLock { buffer in
-                    buffer += chunk[0..<got]
-                    if buffer.count > 8_192 { buffer.removeFirst(buffer.count - 8_192) }
-                }
-            }
-            try? handle.close()
-            finished.store(true, ordering: .releasing)
-            done.signal()
-        }
-        thread.start()
-    }
-
-    /// Waits up to `seconds` for the child's stderr to end; true when it has.
-    func waitForEnd(seconds: Double) -> Bool {
-        if finished.load(ordering: .acquiring) { return true }
-        guard done.wait(timeout: .now() + seconds) == .success else { return false }
-        done.signal()
-        return true
-    }
-
-    /// What the child said, trimmed, on one line; waits up to `seconds` for it to finish.
-    func text(waiting seconds: Double) -> String {
-        if !finished.load(ordering: .acquiring), done.wait(timeout: .now() + seconds) == .success { done.signal() }
-        let bytes = buffer.withLock { $0 }
-        return String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
-            .filter { !$0.isEmpty }.joined(separator: "; ")
     }
 }

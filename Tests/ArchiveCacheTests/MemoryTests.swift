@@ -2,6 +2,7 @@ import ArchiveCache
 import ArchiveStore
 import ArchiveWatch
 import Foundation
+import TestSupport
 import Testing
 
 /// The memory layer: least recently used out first, by count and by cost; one load per key.

@@ -1,7 +1,7 @@
 import ArchiveCache
 import ArchiveStore
 import Foundation
-import Synchronization
+import TestSupport
 import Testing
 
 // What the cache's tests share: real store directories under the temp directory, a second
@@ -26,20 +26,11 @@ struct Dog: Codable, Equatable, Sendable {
     var breed: String
 }
 
-/// A thread-safe counter for fetch closures.
-final class Counter: Sendable {
-    private let value = Atomic<Int>(0)
-    func increment() { value.add(1, ordering: .relaxed) }
-    var count: Int { value.load(ordering: .relaxed) }
-}
-
 /// Makes a fresh store in a fresh temp directory, passes it to `body`, and removes it afterwards.
 func withStore<T>(_ body: (ArchiveStore) async throws -> T) async throws -> T {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("archive-cache-tests-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: false)
-    let path = url.resolvingSymlinksInPath().path
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    return try await body(try ArchiveStore(directory: path + "/store"))
+    try await withTemporaryDirectory(prefix: "archive-cache-tests") { path in
+        try await body(try ArchiveStore(directory: path + "/store"))
+    }
 }
 
 /// The path of `key`'s JSON file in the `Person` collection.
@@ -47,12 +38,8 @@ func personFile(_ store: ArchiveStore, _ key: String) -> String { store.path + "
 
 /// Runs `script` with `/bin/sh -c` in a second process and waits for it; fails unless it exits 0.
 func shell(_ script: String, _ arguments: String...) throws {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", script, "sh"] + arguments
-    try process.run()
-    process.waitUntilExit()
-    #expect(process.terminationStatus == 0, "sh -c \(script) exited \(process.terminationStatus)")
+    let result = try run("/bin/sh", ["-c", script, "sh"] + arguments)
+    #expect(result.status == 0, "sh -c \(script) exited \(result.status)")
 }
 
 /// Another program replacing a file as editors do: write a temp file, then rename it over the target.
@@ -66,19 +53,6 @@ func rewriteInPlace(_ path: String, _ text: String) throws {
     try handle.write(contentsOf: Data(text.utf8))
     try handle.close()
 }
-
-/// The built `archive-sync`, beside the running test executable, or else `ARCHIVE_SYNC_BIN`.
-let archiveSyncBinary: String? = {
-    let fileManager = FileManager.default
-    if let executable = try? fileManager.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-        let candidate = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("archive-sync").path
-        if fileManager.isExecutableFile(atPath: candidate) { return candidate }
-    }
-    if let fromEnvironment = ProcessInfo.processInfo.environment["ARCHIVE_SYNC_BIN"], fileManager.isExecutableFile(atPath: fromEnvironment) {
-        return fromEnvironment
-    }
-    return nil
-}()
 
 /// `archive-sync put STORE ID` with `json` on stdin, in a second process with its own store.
 func putFromAnotherProcess(_ store: ArchiveStore, _ id: String, _ json: String) throws {

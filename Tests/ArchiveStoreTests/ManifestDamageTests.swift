@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import ArchiveStore
@@ -203,11 +204,7 @@ struct ReadOnlyOpenTests {
     }
 
     private func run(_ executable: String, _ arguments: String...) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        try process.run()
-        process.waitUntilExit()
-        try #require(process.terminationStatus == 0, "\(executable) \(arguments) failed")
+        let result = try TestSupport.run(executable, arguments)
+        try #require(result.status == 0, "\(executable) \(arguments) failed: \(result)")
     }
 }

@@ -1,5 +1,6 @@
 import ArchiveLocking
 import Foundation
+import TestSupport
 import Testing
 
 @testable import ArchiveStore

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import ArchiveStore
@@ -7,7 +8,8 @@ import Testing
     import Glibc
 #endif
 
-private func json(_ person: Person) throws -> Data { try ArchiveCodec.json.encode(person) }
+/// The JSON the store writes for `person` (sorted keys).
+func json(_ person: Person) throws -> Data { try ArchiveCodec.json.encode(person) }
 
 struct ScanTests {
     @Test func externalCreateIsRecordedAsCreatedExternally() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import ArchiveStore
@@ -7,22 +8,7 @@ import Testing
     import Glibc
 #endif
 
-// MARK: - Temporary directories
-
-/// Makes a fresh directory under the system temp directory, passes its path to `body`, and
-/// removes it (and everything in it) afterwards, whether `body` returns or throws.
-func withTemporaryDirectory<T>(_ body: (String) throws -> T) throws -> T {
-    let path = try makeTemporaryDirectory()
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    return try body(path)
-}
-
-/// The async form of ``withTemporaryDirectory(_:)``.
-func withTemporaryDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
-    let path = try makeTemporaryDirectory()
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    return try await body(path)
-}
+// MARK: - Temporary stores
 
 /// Opens a new store at `<fresh temp dir>/store`, passes it and the store path to `body`, and
 /// removes the directory afterwards.
@@ -43,14 +29,6 @@ func withStore<T>(_ options: ArchiveStore.Options = .init(), _ body: (ArchiveSto
         defer { withExtendedLifetime(store) {} }
         return try await body(store, path)
     }
-}
-
-private func makeTemporaryDirectory() throws -> String {
-    var template = Array((NSTemporaryDirectory() + "/archive-store-tests.XXXXXX").utf8CString)
-    guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-        throw SystemCallError(call: "mkdtemp", path: NSTemporaryDirectory(), errno: errno)
-    }
-    return String(cString: made)
 }
 
 // MARK: - Looking at the disk
@@ -75,17 +53,7 @@ func contents(of path: String) throws -> Data {
 /// Writes `data` to `path` in place (no temp file, no rename), creating the file if needed:
 /// what an editor or another program does.
 func overwrite(_ path: String, with data: Data) throws {
-    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-    guard fd >= 0 else { throw SystemCallError(call: "open", path: path, errno: errno) }
-    defer { close(fd) }
-    try data.withUnsafeBytes { buffer in
-        var written = 0
-        while written < buffer.count {
-            let n = write(fd, buffer.baseAddress! + written, buffer.count - written)
-            guard n >= 0 else { throw SystemCallError(call: "write", path: path, errno: errno) }
-            written += n
-        }
-    }
+    try writeFile(path, data)
 }
 
 /// Inverts every bit of one byte of an existing file, in place: the size and the inode stay.

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// Text output names every entry it leaves alone, agrees with `--json`, and shows keys and file

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -154,10 +155,6 @@ func processState(_ pid: Int32) -> Character? {
 
 /// Runs `/bin/rm -rf path`.
 func removeRecursively(_ path: String) throws {
-    let rm = Process()
-    rm.executableURL = URL(fileURLWithPath: "/bin/rm")
-    rm.arguments = ["-rf", path]
-    try rm.run()
-    rm.waitUntilExit()
-    try #require(rm.terminationStatus == 0, "rm -rf \(path) failed")
+    let rm = try run("/bin/rm", ["-rf", path])
+    try #require(rm.status == 0, "rm -rf \(path) failed")
 }

@@ -1,5 +1,6 @@
 import ArchiveStore
 import Foundation
+import TestSupport
 import Testing
 
 @testable import ArchiveSync
@@ -139,11 +140,11 @@ extension RemoteSyncTests {
                     try store.put(big, as: ObjectID(collection: "Blob", key: side))
                     try store.put(Data("{\"v\":1}".utf8), as: ObjectID(collection: "Person", key: side))
                     let tamper = try await offPool {
-                        try Child(
-                            "/usr/bin/sqlite3",
-                            [store.path + "/.archive-sync/manifest.sqlite", "UPDATE objects SET size = 10 WHERE collection = 'Blob'"]
+                        try RunningCommand(
+                            [store.path + "/.archive-sync/manifest.sqlite", "UPDATE objects SET size = 10 WHERE collection = 'Blob'"],
+                            executable: "/usr/bin/sqlite3"
                         )
-                        .wait()
+                        .finish()
                     }
                     #expect(tamper.status == 0, "\(tamper)")
                     stores.append(store)
@@ -207,13 +208,13 @@ extension RemoteSyncTests {
                     ("request before the handshake", session[2], "first request of a session must be the handshake"),
                 ]
                 for (name, bytes, message) in cases {
-                    let result = try await runArchiveSync(["serve", "--stdio", dir + "/s"], stdin: Data(bytes))
+                    let result = try await runArchiveSyncOffPool(["serve", "--stdio", dir + "/s"], stdin: Data(bytes))
                     #expect(result.status == 2 && result.errorOutput.contains(message), "\(name): \(result)")
                     #expect(try snapshot(dir + "/s") == before, "\(name) changed the store")
                 }
                 // The whole session but its bad write is served, and ends with exit 0.
                 let valid = session.enumerated().filter { $0.offset != 8 }.flatMap(\.element)
-                let served = try await runArchiveSync(["serve", "--stdio", dir + "/s"], stdin: Data(valid))
+                let served = try await runArchiveSyncOffPool(["serve", "--stdio", dir + "/s"], stdin: Data(valid))
                 #expect(served.status == 0, "\(served)")
             }
         }
@@ -230,7 +231,7 @@ extension RemoteSyncTests {
                 variant[21...22] = [0x01, 0x00]
                 #expect(reported.count == 41)
                 for (bytes, range) in [(reported, "2 to 1"), (variant, "1 to 0")] {
-                    let result = try await runArchiveSync(["serve", "--stdio", dir + "/s"], stdin: Data(bytes))
+                    let result = try await runArchiveSyncOffPool(["serve", "--stdio", dir + "/s"], stdin: Data(bytes))
                     let lines = result.errorOutput.split(separator: "\n")
                     #expect(result.status == 2 && lines.count == 1, "\(range): \(result)")
                     #expect(lines.first?.contains("the handshake names protocol versions \(range), an empty range") == true, "\(result)")
@@ -258,7 +259,7 @@ extension RemoteSyncTests {
                 writer.replica(peer)
                 writer.hash(nil)
                 let bytes = session[0] + session[1] + Wire.frame(.apply, writer.bytes) + Array("garbage!".utf8)
-                let result = try await runArchiveSync(["serve", "--stdio", dir + "/s"], stdin: Data(bytes))
+                let result = try await runArchiveSyncOffPool(["serve", "--stdio", dir + "/s"], stdin: Data(bytes))
                 // One line for the session's start, one for its end.
                 #expect(result.status == 2 && result.errorOutput.split(separator: "\n").count == 2, "\(result)")
                 #expect(
@@ -425,7 +426,7 @@ extension RemoteSyncTests {
                         }
                         if Bool.random(using: &rng) { bytes = Array(bytes.prefix(Int.random(in: 0..<bytes.count, using: &rng))) }
                     }
-                    let result = try await runArchiveSync(["serve", "--stdio", dir + "/s"], stdin: Data(bytes))
+                    let result = try await runArchiveSyncOffPool(["serve", "--stdio", dir + "/s"], stdin: Data(bytes))
                     #expect([0, 1, 2].contains(result.status), "case \(n): \(result)")
                     #expect(try snapshot(dir + "/s") == before, "case \(n) changed the store: \(bytes)")
                 }

@@ -1,5 +1,6 @@
 import ArchiveStore
 import Foundation
+import TestSupport
 import Testing
 
 @testable import ArchiveSync
@@ -32,23 +33,23 @@ extension RemoteSyncTests {
                 let b = try ArchiveStore(directory: dir + "/b")
                 try a.put(Data("{\"name\":\"ann\"}".utf8), as: ObjectID(collection: "Person", key: "p1"))
                 try b.put(Data("{\"name\":\"bob\"}".utf8), as: ObjectID(collection: "Person", key: "p2"))
-                let remote = ["--rsh", server.rsh, "--remote-cmd", archiveSyncBinary]
+                let remote = ["--rsh", server.rsh, "--remote-cmd", archiveSyncProgram]
 
-                let diff = try await runArchiveSync(["diff", dir + "/a", server.location(dir + "/b")] + remote)
+                let diff = try await runArchiveSyncOffPool(["diff", dir + "/a", server.location(dir + "/b")] + remote)
                 #expect(
                     diff.status == 0 && diff.output.contains("copy     Person/p1 to B") && diff.output.contains("copy     Person/p2 to A"), "\(diff)")
-                let first = try await runArchiveSync(["sync", dir + "/a", server.location(dir + "/b")] + remote)
+                let first = try await runArchiveSyncOffPool(["sync", dir + "/a", server.location(dir + "/b")] + remote)
                 #expect(first.status == 0 && first.output.contains("1 copied to B, 1 copied to A"), "\(first)")
                 #expect(try a.liveHashes() == b.liveHashes())
 
                 // The far side first.
                 try b.put(Data("{\"name\":\"bob, edited\"}".utf8), as: ObjectID(collection: "Person", key: "p2"))
-                let second = try await runArchiveSync(["sync", server.location(dir + "/b"), dir + "/a", "--json"] + remote)
+                let second = try await runArchiveSyncOffPool(["sync", server.location(dir + "/b"), dir + "/a", "--json"] + remote)
                 #expect(
                     second.status == 0 && second.output.contains("\"copiedToB\" : 1") && second.output.contains("\"incremental\" : true"), "\(second)"
                 )
                 #expect(try a.liveHashes() == b.liveHashes())
-                let third = try await runArchiveSync(["sync", dir + "/a", server.location(dir + "/b")] + remote)
+                let third = try await runArchiveSyncOffPool(["sync", dir + "/a", server.location(dir + "/b")] + remote)
                 #expect(third.status == 0 && third.output.hasSuffix(": 0 changes\n"), "\(third)")
             }
         }
@@ -58,18 +59,18 @@ extension RemoteSyncTests {
             defer { server.stop() }
             try await withTemporaryDirectory { dir in
                 _ = try ArchiveStore(directory: dir + "/a")
-                let missing = try await runArchiveSync(
+                let missing = try await runArchiveSyncOffPool(
                     ["sync", dir + "/a", server.location(dir + "/a2"), "--rsh", server.rsh, "--remote-cmd", "/nonexistent/archive-sync"])
                 #expect(
                     missing.status == 1 && missing.errorOutput.contains("before the handshake") && missing.errorOutput.contains("exit 127")
                         && missing.errorOutput.contains("/nonexistent/archive-sync"), "\(missing)")
-                let wrongPath = try await runArchiveSync(
-                    ["sync", dir + "/a", server.location(dir + "/no store here"), "--rsh", server.rsh, "--remote-cmd", archiveSyncBinary])
+                let wrongPath = try await runArchiveSyncOffPool(
+                    ["sync", dir + "/a", server.location(dir + "/no store here"), "--rsh", server.rsh, "--remote-cmd", archiveSyncProgram])
                 #expect(wrongPath.status == 1 && wrongPath.errorOutput.contains("\(dir)/no store here is not a usable store"), "\(wrongPath)")
-                let refused = try await runArchiveSync(
+                let refused = try await runArchiveSyncOffPool(
                     [
                         "sync", dir + "/a", "root@127.0.0.1:" + dir + "/b", "--rsh", "ssh -p 1 -o BatchMode=yes -o ConnectTimeout=5", "--remote-cmd",
-                        archiveSyncBinary,
+                        archiveSyncProgram,
                     ])
                 #expect(refused.status == 1 && refused.errorOutput.contains("Connection refused"), "\(refused)")
             }
@@ -88,15 +89,15 @@ extension RemoteSyncTests {
                 try a.put(Data("{\"v\":\"a\"}".utf8), as: ObjectID(collection: "Person", key: "pa"))
                 try b.put(Data("{\"v\":\"b\"}".utf8), as: ObjectID(collection: "Person", key: "pb"))
                 let (hashesA, hashesB) = (try a.liveHashes(), try b.liveHashes())
-                let remote = ["--rsh", server.rsh, "--remote-cmd", archiveSyncBinary]
+                let remote = ["--rsh", server.rsh, "--remote-cmd", archiveSyncProgram]
                 let limit = "over the 63 MiB (66060288 bytes) the sync protocol carries in one object between hosts, so nothing was synced"
 
-                let push = try await runArchiveSync(["sync", dir + "/a", server.location(dir + "/b")] + remote)
+                let push = try await runArchiveSyncOffPool(["sync", dir + "/a", server.location(dir + "/b")] + remote)
                 #expect(push.status == 1 && push.errorOutput.split(separator: "\n").count == 1, "\(push)")
                 #expect(push.errorOutput.contains("Blob/big in \(a.path) is \(big.count) bytes, \(limit)"), "\(push)")
                 #expect(try a.liveHashes() == hashesA && b.liveHashes() == hashesB)
 
-                let pull = try await runArchiveSync(["sync", dir + "/b", server.location(dir + "/a")] + remote)
+                let pull = try await runArchiveSyncOffPool(["sync", dir + "/b", server.location(dir + "/a")] + remote)
                 #expect(pull.status == 1 && pull.errorOutput.split(separator: "\n").count == 1, "\(pull)")
                 #expect(pull.errorOutput.contains("Blob/big in \(server.location(dir + "/a")) is \(big.count) bytes, \(limit)"), "\(pull)")
                 #expect(try a.liveHashes() == hashesA && b.liveHashes() == hashesB)
@@ -113,7 +114,7 @@ extension RemoteSyncTests {
                     try await ConvergenceTests().runSeed(seed, in: dir) { a, b, options in
                         let command =
                             server.rsh.split(separator: " ").map(String.init) + [
-                                "root@127.0.0.1", "\(archiveSyncBinary) serve --stdio '\(b.path)'",
+                                "root@127.0.0.1", "\(archiveSyncProgram) serve --stdio '\(b.path)'",
                             ]
                         let far = try RemoteReplica(command: command, name: server.location(b.path), peer: a.replica)
                         return Sync(a: LocalReplica(a), b: far, options: options)
@@ -144,12 +145,13 @@ extension RemoteSyncTests {
                 let count = 20_000
                 try await offPool { try fill(a, count: count, size: 400, tag: "a") }
                 _ = try ArchiveStore(directory: dir + "/b")
-                let sync = try Child(
-                    archiveSyncBinary, ["sync", dir + "/a", server.location(dir + "/b"), "--rsh", server.rsh, "--remote-cmd", archiveSyncBinary])
+                let sync = try RunningCommand(
+                    ["sync", dir + "/a", server.location(dir + "/b"), "--rsh", server.rsh, "--remote-cmd", archiveSyncProgram],
+                    executable: archiveSyncProgram)
                 // Kill ssh once some objects have arrived, and before all have.
                 var arrived = 0
                 let deadline = Date().addingTimeInterval(120)
-                while arrived == 0 && Date() < deadline && sync.process.isRunning {
+                while arrived == 0 && Date() < deadline && sync.isRunning {
                     arrived = (try? FileManager.default.contentsOfDirectory(atPath: dir + "/b/Item").count) ?? 0
                     try await Task.sleep(for: .milliseconds(5))
                 }
@@ -157,21 +159,21 @@ extension RemoteSyncTests {
                 #expect(ssh.count == 1, "no ssh child of the sync to kill")
                 for pid in ssh { kill(pid, SIGKILL) }
                 // It reads EOF from ssh's stdout at once; the rest is its bounded wait for ssh.
-                let killed = try await offPool { [sync] in try sync.wait(timeout: .seconds(120)) }
+                let killed = try await offPool { [sync] in try sync.finish(within: .seconds(120)) }
                 #expect(killed.status == 1 && killed.errorOutput.contains("connection to the far side closed"), "\(killed)")
                 #expect(arrived > 0 && arrived < count, "the kill came at \(arrived) of \(count) objects, not mid-transfer")
 
                 // Each object in B is absent or A's: never half. The far side may still finish its
                 // last batch; the next sync waits for its lock, for at most two minutes.
-                var rerun = ChildResult(status: -1, output: "", errorOutput: "")
+                var rerun = CommandResult(status: -1, stdout: Data(), stderr: Data())
                 let lockDeadline = ContinuousClock.now + .seconds(120)
                 while ContinuousClock.now < lockDeadline {
                     let filesA = filesOnDisk(dir + "/a")
                     for (path, data) in filesOnDisk(dir + "/b") where !path.contains(".archive-sync-tmp.") {
                         #expect(filesA[path] == data, "\(path) in B is neither absent nor A's")
                     }
-                    rerun = try await runArchiveSync([
-                        "sync", dir + "/a", server.location(dir + "/b"), "--rsh", server.rsh, "--remote-cmd", archiveSyncBinary,
+                    rerun = try await runArchiveSyncOffPool([
+                        "sync", dir + "/a", server.location(dir + "/b"), "--rsh", server.rsh, "--remote-cmd", archiveSyncProgram,
                     ])
                     if !rerun.errorOutput.contains("another sync") { break }
                     try await Task.sleep(for: .milliseconds(100))
@@ -180,7 +182,7 @@ extension RemoteSyncTests {
                 let b = try ArchiveStore(directory: dir + "/b")
                 #expect(try a.liveHashes() == b.liveHashes())
                 #expect(filesOnDisk(dir + "/a") == filesOnDisk(dir + "/b"))
-                let verify = try await runArchiveSync(["verify", dir + "/b"])
+                let verify = try await runArchiveSyncOffPool(["verify", dir + "/b"])
                 #expect(verify.status == 0, "\(verify)")
             }
         }

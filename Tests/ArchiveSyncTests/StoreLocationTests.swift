@@ -1,6 +1,7 @@
 import ArchiveStore
 import Foundation
 import Testing
+import TestSupport
 
 @testable import ArchiveSync
 
@@ -36,7 +37,7 @@ extension RemoteSyncTests.SSHTests {
             try here.put(Data("{\"name\":\"ann\"}".utf8), as: ObjectID(collection: "Person", key: "p1"))
             try there.put(Data("{\"name\":\"bob\"}".utf8), as: ObjectID(collection: "Person", key: "p2"))
             let far = RemoteStore(
-                host: "root@127.0.0.1", path: dir + "/b", shell: server.rsh.split(separator: " ").map(String.init), program: archiveSyncBinary)
+                host: "root@127.0.0.1", path: dir + "/b", shell: server.rsh.split(separator: " ").map(String.init), program: archiveSyncProgram)
             let report = try await Sync(.directory(dir + "/a"), .remote(far)).run()
             #expect(report.copiedToB == 1 && report.copiedToA == 1, "\(report.summary)")
             #expect(try here.liveHashes() == there.liveHashes())

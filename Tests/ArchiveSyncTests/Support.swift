@@ -1,6 +1,7 @@
 import ArchiveStore
 import ArchiveSync
 import Foundation
+import TestSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -19,17 +20,6 @@ struct SeededGenerator: RandomNumberGenerator {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
-}
-
-/// A fresh temp directory, removed after `body`.
-func withTemporaryDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
-    var template = Array((NSTemporaryDirectory() + "/archive-sync-tests.XXXXXX").utf8CString)
-    guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-        throw CocoaError(.fileWriteUnknown)
-    }
-    let path = String(cString: made)
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    return try await body(path)
 }
 
 extension ArchiveStore {

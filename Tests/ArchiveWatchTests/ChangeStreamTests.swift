@@ -1,6 +1,7 @@
 import ArchiveStore
 import ArchiveWatch
 import Foundation
+import TestSupport
 import Testing
 
 /// What `store.changes` delivers while a watcher runs: this process's own writes, once each,
@@ -46,13 +47,13 @@ import Testing
             let second = try json(Person(name: "X", age: 2))
 
             // The first put also makes the collection's directory.
-            let put1 = try runArchiveSync(["put", watched.path, "Person/x"], stdin: first, scratch: watched.directory)
+            let put1 = try runArchiveSync(["put", watched.path, "Person/x"], stdin: first)
             #expect(put1.status == 0, "\(put1)")
             let created = try await watched.log.wait(for: .created, of: id)
             #expect(created.origin == .external)
             #expect(created.version == 1)
 
-            let put2 = try runArchiveSync(["put", watched.path, "Person/x"], stdin: second, scratch: watched.directory)
+            let put2 = try runArchiveSync(["put", watched.path, "Person/x"], stdin: second)
             #expect(put2.status == 0, "\(put2)")
             let modified = try await watched.log.wait(for: .modified, of: id)
             #expect(modified.origin == .external)

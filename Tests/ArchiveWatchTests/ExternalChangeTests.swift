@@ -1,6 +1,7 @@
 import ArchiveStore
 import ArchiveWatch
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(Glibc)

@@ -1,6 +1,7 @@
 import ArchiveStore
 import ArchiveWatch
 import Foundation
+import TestSupport
 import Testing
 
 /// A reader trusts a watcher only once the watcher has answered a probe sent through its own

@@ -2,15 +2,15 @@ import ArchiveLocking
 import ArchiveStore
 import ArchiveWatch
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-// The helpers the watcher's tests share: temp directories, a watched store, a log of a
-// store's changes that can be waited on, plain file-system writes, and the built
-// `archive-sync` binary. Every wait has a generous deadline (the tests run on a loaded
+// The helpers the watcher's tests share (beside TestSupport's): a watched store, a log of a
+// store's changes that can be waited on, and plain file-system writes. Every wait has a generous deadline (the tests run on a loaded
 // two-core machine, in parallel); missing it fails the test with what was seen.
 
 /// How long any wait in these tests may take before the test fails.
@@ -25,70 +25,6 @@ struct Person: Codable, Equatable, Sendable {
 /// Thrown when a wait ran out of time; its description says what was awaited and what was seen.
 struct TimedOut: Error, CustomStringConvertible {
     let description: String
-}
-
-// MARK: - Temp directories
-
-/// Makes a fresh directory under the system temp directory, passes its path (symlinks
-/// resolved) to `body`, and removes it and everything in it afterwards.
-func withTemporaryDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("archive-watch-tests-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: false)
-    let path = url.resolvingSymlinksInPath().path
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    return try await body(path)
-}
-
-// MARK: - Plain file-system writes (what another program does)
-
-/// A system call a test made failed.
-struct SyscallFailed: Error, CustomStringConvertible {
-    let call: String
-    let path: String
-    let errno: Int32
-
-    var description: String { "\(call) \(path): \(String(cString: strerror(errno)))" }
-}
-
-/// Writes `data` to `path` with open(2), write(2) and close(2), in place: creates the file or
-/// truncates it, keeping its inode. The kernel reports one IN_CLOSE_WRITE.
-func writeFile(_ path: String, _ data: Data) throws {
-    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-    guard fd >= 0 else { throw SyscallFailed(call: "open", path: path, errno: errno) }
-    defer { close(fd) }
-    try data.withUnsafeBytes { buffer in
-        var written = 0
-        while written < buffer.count {
-            let count = write(fd, buffer.baseAddress! + written, buffer.count - written)
-            guard count >= 0 else { throw SyscallFailed(call: "write", path: path, errno: errno) }
-            written += count
-        }
-    }
-}
-
-/// Writes `text` as UTF-8 to `path` (see ``writeFile(_:_:)``).
-func writeFile(_ path: String, _ text: String) throws {
-    try writeFile(path, Data(text.utf8))
-}
-
-/// rename(2), as `mv` does within one file system.
-func renameFile(_ from: String, to: String) throws {
-    guard rename(from, to) == 0 else { throw SyscallFailed(call: "rename", path: from, errno: errno) }
-}
-
-/// unlink(2), as `rm` does.
-func removeFile(_ path: String) throws {
-    guard unlink(path) == 0 else { throw SyscallFailed(call: "unlink", path: path, errno: errno) }
-}
-
-/// link(2): a second name for an existing file.
-func hardLink(_ existing: String, at path: String) throws {
-    guard link(existing, path) == 0 else { throw SyscallFailed(call: "link", path: path, errno: errno) }
-}
-
-/// mkdir(2).
-func makeDirectory(_ path: String) throws {
-    guard mkdir(path, 0o755) == 0 else { throw SyscallFailed(call: "mkdir", path: path, errno: errno) }
 }
 
 /// The JSON the store writes for `person` (sorted keys).
@@ -274,58 +210,4 @@ func withWatchedStore(
         }
         try await watched.stop()
     }
-}
-
-// MARK: - The archive-sync binary
-
-/// The built `archive-sync`: beside the running test executable (`.build/debug/archive-sync`
-/// next to `.build/debug/archive-syncPackageTests.xctest`), or else `ARCHIVE_SYNC_BIN`.
-let archiveSyncBinary: String? = {
-    let fileManager = FileManager.default
-    if let executable = try? fileManager.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-        let candidate = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("archive-sync").path
-        if fileManager.isExecutableFile(atPath: candidate) { return candidate }
-    }
-    if let fromEnvironment = ProcessInfo.processInfo.environment["ARCHIVE_SYNC_BIN"], fileManager.isExecutableFile(atPath: fromEnvironment) {
-        return fromEnvironment
-    }
-    return nil
-}()
-
-/// What one run of `archive-sync` did.
-struct CommandResult: CustomStringConvertible {
-    let status: Int32
-    let output: String
-    let errorOutput: String
-
-    var description: String { "exit \(status)\n--- stdout ---\n\(output)\n--- stderr ---\n\(errorOutput)" }
-}
-
-/// Runs `archive-sync arguments` with `stdin` as its standard input, in a child process, and
-/// waits for it to exit. Its stdin, stdout and stderr are files in `scratch`, not pipes, so
-/// no other test's child can hold them open.
-func runArchiveSync(_ arguments: [String], stdin: Data, scratch: String) throws -> CommandResult {
-    let binary = try #require(archiveSyncBinary, "the archive-sync binary is not beside the test executable; build it or set ARCHIVE_SYNC_BIN")
-    let run = scratch + "/run-" + UUID().uuidString
-    try FileManager.default.createDirectory(atPath: run, withIntermediateDirectories: false)
-    defer { try? FileManager.default.removeItem(atPath: run) }
-    try writeFile(run + "/stdin", stdin)
-    try writeFile(run + "/stdout", Data())
-    try writeFile(run + "/stderr", Data())
-    let input = try FileHandle(forReadingFrom: URL(fileURLWithPath: run + "/stdin"))
-    let output = try FileHandle(forWritingTo: URL(fileURLWithPath: run + "/stdout"))
-    let error = try FileHandle(forWritingTo: URL(fileURLWithPath: run + "/stderr"))
-    defer { for handle in [input, output, error] { try? handle.close() } }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: binary)
-    process.arguments = arguments
-    process.standardInput = input
-    process.standardOutput = output
-    process.standardError = error
-    try process.run()
-    process.waitUntilExit()
-    return CommandResult(
-        status: process.terminationStatus,
-        output: String(decoding: FileManager.default.contents(atPath: run + "/stdout") ?? Data(), as: UTF8.self),
-        errorOutput: String(decoding: FileManager.default.contents(atPath: run + "/stderr") ?? Data(), as: UTF8.self))
 }

@@ -1,5 +1,7 @@
+import ArchiveProcess
 import ArchiveStore
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -19,20 +21,9 @@ private struct Record: Codable, Equatable {
     }
 }
 
-/// The directory holding the built products (this test runner, crash-writer, archive-sync).
-private func productsDirectory() -> URL {
-    let runner = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-    var directory = runner.deletingLastPathComponent()
-    // Swift Testing may run inside `<name>.xctest`; the products are beside it.
-    while directory.pathExtension == "xctest" || directory.lastPathComponent == "Contents" || directory.lastPathComponent == "MacOS" {
-        directory.deleteLastPathComponent()
-    }
-    return directory
-}
-
 /// Waits until the pipe has something to read (without reading it), or `seconds` pass.
-private func waitUntilReadable(_ pipe: Pipe, seconds: Int32) {
-    var descriptor = pollfd(fd: pipe.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+private func waitUntilReadable(_ pipe: Int32, seconds: Int32) {
+    var descriptor = pollfd(fd: pipe, events: Int16(POLLIN), revents: 0)
     _ = poll(&descriptor, 1, seconds * 1_000)
 }
 
@@ -51,30 +42,24 @@ struct CrashTests {
     @Test func everyAcknowledgedSaveSurvivesSIGKILL() throws {
         let store = FileManager.default.temporaryDirectory.appendingPathComponent("crash-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: store) }
-        let writer = productsDirectory().appendingPathComponent("crash-writer")
-        try #require(FileManager.default.isExecutableFile(atPath: writer.path), "crash-writer not built at \(writer.path)")
+        let writer = try #require(builtProduct(named: "crash-writer"), "crash-writer is not built beside the test executable")
 
         var newest: [String: Int] = [:]
         var roundsKilledWhileSaving = 0
         var generator = SystemRandomNumberGenerator()
         let kills = 60
         for round in 0..<kills {
-            let process = Process()
-            process.executableURL = writer
-            process.arguments = [store, String(round * 1_000_000)]
-            let output = Pipe()
-            process.standardOutput = output
-            try process.run()
+            let process = try ChildProcess(writer, [store, String(round * 1_000_000)], stdout: .pipe)
             // Three rounds in four wait for the writer's first acknowledged save, so that most
             // kills land while it saves however slowly a loaded machine starts it; every fourth
             // may die before its first save too. Then die at a random moment.
-            if round % 4 != 0 { waitUntilReadable(output, seconds: 30) }
+            if round % 4 != 0 { waitUntilReadable(process.standardOutput!, seconds: 30) }
             usleep(UInt32.random(in: 5_000...150_000, using: &generator))
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            #expect(process.terminationReason == .uncaughtSignal, "the writer exited by itself: status \(process.terminationStatus)")
+            let termination = process.kill()
+            let killedBySignal = if case .signalled = termination { true } else { false }
+            #expect(killedBySignal, "the writer exited by itself: \(termination)")
 
-            let lines = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+            let lines = String(decoding: process.readStandardOutputToEnd(), as: UTF8.self).split(separator: "\n")
             var acknowledged: [(String, Int)] = []
             for line in lines {
                 let parts = line.split(separator: " ")

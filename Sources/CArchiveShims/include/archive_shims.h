@@ -71,6 +71,15 @@ static inline ssize_t archive_write_nosigpipe(int fd, const void *buffer, size_t
 /// another thread starts meanwhile cannot inherit them.
 static inline int archive_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
 
+/// posix_spawn's file action that starts the child in `path` (glibc 2.29, _GNU_SOURCE).
+/// `actions` is a posix_spawn_file_actions_t: spawn.h, included here, would define fd_set
+/// apart from Swift's Glibc module (shims.c includes it).
+int archive_spawn_addchdir(void *actions, const char *path);
+
+/// posix_spawn's file action that closes every descriptor from `lowest` up in the child
+/// (glibc 2.34, _GNU_SOURCE): one the parent opened without close-on-exec reaches no child.
+int archive_spawn_addclosefrom(void *actions, int lowest);
+
 /// The CPU the calling thread runs on (sched_getcpu(3): glibc reads it from the kernel's
 /// restartable-sequences area, without a system call); -1 when unknown.
 static inline int archive_current_cpu(void) { return sched_getcpu(); }

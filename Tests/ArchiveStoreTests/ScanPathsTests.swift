@@ -1,5 +1,6 @@
 import ArchiveStore
 import Foundation
+import TestSupport
 import Testing
 
 /// `scan(paths:)`, the watcher's targeted scan, against `scan()`, without a watcher.
@@ -13,8 +14,8 @@ import Testing
         "\(change.kind) \(change.id) v\(change.version) \(change.origin)"
     }
 
-    @Test func aFilePathIsRecordedAsAFullScanRecordsIt() async throws {
-        try await withTemporaryDirectory { directory in
+    @Test func aFilePathIsRecordedAsAFullScanRecordsIt() throws {
+        try withTemporaryDirectory { directory in
             let targeted = try ArchiveStore(directory: directory + "/targeted")
             let full = try ArchiveStore(directory: directory + "/full")
             let a = try json(Person(name: "A", age: 1))
@@ -44,8 +45,8 @@ import Testing
         }
     }
 
-    @Test func aMissingFileWithARowIsRecordedDeleted() async throws {
-        try await withTemporaryDirectory { directory in
+    @Test func aMissingFileWithARowIsRecordedDeleted() throws {
+        try withTemporaryDirectory { directory in
             let store = try ArchiveStore(directory: directory + "/store")
             try store.save(Person(name: "A", age: 1), forKey: "a")
             try store.save(Person(name: "B", age: 1), forKey: "b")
@@ -60,8 +61,8 @@ import Testing
         }
     }
 
-    @Test func aSecondFileForAKeyIsIgnored() async throws {
-        try await withTemporaryDirectory { directory in
+    @Test func aSecondFileForAKeyIsIgnored() throws {
+        try withTemporaryDirectory { directory in
             let store = try ArchiveStore(directory: directory + "/store")
             try store.save(Person(name: "A", age: 1), forKey: "a")
             try writeFile(store.path + "/Person/a.plist", ArchiveCodec.propertyList.encode(Person(name: "A", age: 2)))
@@ -80,8 +81,8 @@ import Testing
         }
     }
 
-    @Test func reservedPathsAreSkipped() async throws {
-        try await withTemporaryDirectory { directory in
+    @Test func reservedPathsAreSkipped() throws {
+        try withTemporaryDirectory { directory in
             let store = try ArchiveStore(directory: directory + "/store")
             try makeDirectory(store.path + "/Person")
             try writeFile(store.path + "/Person/.hidden.json", "{}")
@@ -93,8 +94,8 @@ import Testing
         }
     }
 
-    @Test func aRemovedFileLeavesItsKeyToASiblingAsAFullScanDoes() async throws {
-        try await withTemporaryDirectory { directory in
+    @Test func aRemovedFileLeavesItsKeyToASiblingAsAFullScanDoes() throws {
+        try withTemporaryDirectory { directory in
             let targeted = try ArchiveStore(directory: directory + "/targeted")
             let full = try ArchiveStore(directory: directory + "/full")
             let plist = try PropertyListEncoder().encode(Person(name: "A", age: 2))
@@ -112,8 +113,8 @@ import Testing
         }
     }
 
-    @Test func aCollectionReplacedByASymlinkLosesItsObjects() async throws {
-        try await withTemporaryDirectory { directory in
+    @Test func aCollectionReplacedByASymlinkLosesItsObjects() throws {
+        try withTemporaryDirectory { directory in
             let store = try ArchiveStore(directory: directory + "/store")
             try store.save(Person(name: "A", age: 1), forKey: "a")
             try makeDirectory(directory + "/elsewhere")
