@@ -193,7 +193,7 @@ struct ConvergenceTests {
     /// A file that appeared on disk where the sync planned a new object (not yet recorded) is
     /// not overwritten: the rename that would land the object refuses an existing name.
     @Test func aFileCreatedAfterThePlanIsNeverOverwritten() async throws {
-        try await withTemporaryDirectory { dir in
+        try withTemporaryDirectory { dir in
             let a = try ArchiveStore(directory: dir + "/a")
             let b = try ArchiveStore(directory: dir + "/b")
             // Enough objects for the batch's renames to run on every core.

@@ -158,7 +158,7 @@ extension RemoteSyncTests {
         }
 
         @Test func aVersionMismatchSaysWhichVersionsEachSideSpeaks() async throws {
-            try await withTemporaryDirectory { dir in
+            try withTemporaryDirectory { dir in
                 let b = try ArchiveStore(directory: dir + "/b")
                 #expect {
                     _ = try pipeReplica(b.path, versions: 7...9)
@@ -169,7 +169,7 @@ extension RemoteSyncTests {
         }
 
         @Test func aWrongStorePathOrAMissingProgramIsAClearMessage() async throws {
-            try await withTemporaryDirectory { dir in
+            try withTemporaryDirectory { dir in
                 #expect {
                     _ = try pipeReplica(dir + "/missing")
                 } throws: { error in
@@ -290,7 +290,7 @@ extension RemoteSyncTests {
 
         /// Pages the walk of two manifests would loop on, or pair up wrongly: refused at once.
         @Test func aFarSidesPageOutOfOrderOrCutShortWithNothingInItIsRefusedNotLoopedOn() async throws {
-            try await withTemporaryDirectory { dir in
+            try withTemporaryDirectory { dir in
                 let far = ReplicaID(rawValue: "farside")
                 let handshake: (inout WireWriter) -> Void = {
                     $0.count(1)
@@ -347,7 +347,7 @@ extension RemoteSyncTests {
         }
 
         @Test func aBadHandshakeReplyNamesWhatWasWrongNotAVersionMismatch() async throws {
-            try await withTemporaryDirectory { dir in
+            try withTemporaryDirectory { dir in
                 // Each case: what is wrong, the reply, what the error must say.
                 let cases: [((inout WireWriter) -> Void, String)] = [
                     (

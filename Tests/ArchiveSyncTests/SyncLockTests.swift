@@ -1,13 +1,14 @@
 import ArchiveStore
 import ArchiveSync
 import Foundation
+import TestSupport
 import Testing
 
 /// One sync of a store at a time: the sync lock is a lock file in the store's metadata directory.
 @Suite("Sync lock")
 struct SyncLockTests {
     @Test func aSecondSyncOfAStoreIsBusyUntilTheFirstEnds() async throws {
-        try await withTemporaryDirectory { dir in
+        try withTemporaryDirectory { dir in
             let path = dir + "/store"
             let first = try ArchiveStore(directory: path)
             let second = try ArchiveStore(directory: path)
@@ -29,7 +30,7 @@ struct SyncLockTests {
     /// a `.archive-sync` replaced by a symlink after the store opened gets no lock file made
     /// through it.
     @Test func theSyncLockIsNotTakenThroughASymlinkedMetadataDirectory() async throws {
-        try await withTemporaryDirectory { dir in
+        try withTemporaryDirectory { dir in
             let path = dir + "/store"
             let store = try ArchiveStore(directory: path)
             #expect(rename(path + "/.archive-sync", dir + "/elsewhere") == 0)

@@ -29,7 +29,7 @@ import Testing
     }
 
     @Test func withoutAWatcherThereIsNothingToAskAndTheStoreIsNotKeptCurrent() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let store = try ArchiveStore(directory: directory + "/store")
             #expect(try !store.isKeptCurrentByWatcher())
             #expect(try store.status().watcher == nil)
