@@ -117,6 +117,11 @@ let package = Package(
             name: "CrashTests",
             dependencies: ["ArchiveStore", "crash-writer"]
         ),
+        // Simulated power cuts: Tests/PowerCut's recorder and state builder, run on the CLI.
+        .testTarget(
+            name: "PowerCutTests",
+            dependencies: ["archive-sync", "crash-writer"]
+        ),
         .testTarget(
             name: "ArchiveSyncCommandTests",
             dependencies: ["ArchiveStore", "archive-sync"]
