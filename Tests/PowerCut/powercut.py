@@ -19,6 +19,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -265,16 +266,20 @@ def read_tree(directory):
 
 
 class Runner:
-    """Runs a workload's commands on a store under the recorder, with acknowledgements in the log."""
+    """Runs a workload's commands on stores in one folder under the recorder, with
+    acknowledgements in the log. A store is named by its folder in the root: S, or A and B."""
 
     def __init__(self, options, recorder, name):
         self.cli = os.path.join(options.bin, "archive-sync")
         self.work = tempfile.mkdtemp(prefix=f"power-cut-{name}-")
-        self.store = os.path.realpath(os.path.join(self.work, "store"))
-        os.mkdir(self.store)
+        self.root = os.path.realpath(os.path.join(self.work, "root"))
+        os.mkdir(self.root)
         self.log = os.path.join(self.work, "log")
-        self.env = dict(os.environ, POWER_CUT_ROOT=self.store, POWER_CUT_LOG=self.log, LD_PRELOAD=recorder)
-        self.append(f"ROOT {os.stat(self.store).st_ino}\n".encode())
+        self.env = dict(os.environ, POWER_CUT_ROOT=self.root, POWER_CUT_LOG=self.log, LD_PRELOAD=recorder)
+        self.append(f"ROOT {os.stat(self.root).st_ino}\n".encode())
+
+    def path(self, store):
+        return os.path.join(self.root, store)
 
     def append(self, line):
         with open(self.log, "ab") as f:
@@ -289,24 +294,34 @@ class Runner:
             raise SystemExit(f"power-cut: the workload's `archive-sync {' '.join(arguments)}` failed: {result.stderr.decode()}")
         return result.stdout.decode()
 
-    def init(self):
-        self.run("init", self.store)
-        self.ack({"init": True})
+    def init(self, store="S"):
+        self.run("init", self.path(store))
+        self.ack({"init": store})
 
-    def put(self, key, data):
-        self.ack({"begin": "put", "key": key, "data": data.hex()})
-        out = self.run("put", self.store, key, stdin=data)
-        self.ack({"done": "put", "key": key, "version": int(out.split()[-1])})
+    def put(self, key, data, store="S"):
+        self.ack({"begin": "put", "key": key, "data": data.hex(), "store": store})
+        out = self.run("put", self.path(store), key, stdin=data)
+        self.ack({"done": "put", "key": key, "version": int(out.split()[-1]), "store": store})
 
-    def remove(self, key):
-        self.ack({"begin": "rm", "key": key})
-        self.run("rm", self.store, key)
-        self.ack({"done": "rm", "key": key})
+    def remove(self, key, store="S"):
+        self.ack({"begin": "rm", "key": key, "store": store})
+        self.run("rm", self.path(store), key)
+        self.ack({"done": "rm", "key": key, "store": store})
 
-    def restore(self, key, version):
-        self.ack({"begin": "restore", "key": key, "from": version})
-        out = self.run("restore", self.store, key, "--version", str(version))
-        self.ack({"done": "restore", "key": key, "version": int(out.split(" is now version ")[1].split(",")[0])})
+    def restore(self, key, version, store="S"):
+        self.ack({"begin": "restore", "key": key, "from": version, "store": store})
+        out = self.run("restore", self.path(store), key, "--version", str(version))
+        self.ack({"done": "restore", "key": key, "version": int(out.split(" is now version ")[1].split(",")[0]), "store": store})
+
+    def sync(self, keys):
+        """Syncs A into B and back; acknowledges, with it, the contents both then hold."""
+        self.ack({"begin": "sync", "key": None})
+        self.run("sync", self.path("A"), self.path("B"))
+        held = {}
+        for key in keys:
+            result = subprocess.run([self.cli, "get", self.path("A"), key], capture_output=True)
+            held[key] = result.stdout.hex() if result.returncode == 0 else None
+        self.ack({"done": "sync", "key": None, "held": held})
 
 
 def document(key, n, size):
@@ -356,15 +371,31 @@ def workload_retention(runner):
 
 
 def workload_writer(runner):
-    """The crash-writer's library saves and batches of four, killed after about a second."""
+    """crash-writer's library saves and batches of four, stopped after a dozen saves."""
     writer = os.path.join(os.path.dirname(runner.cli), "crash-writer")
     with open(runner.log, "ab") as log:
-        process = subprocess.Popen([writer, runner.store, "0"], stdout=log, env=runner.env)
+        process = subprocess.Popen([writer, runner.path("S"), "0"], stdout=log, env=runner.env)
     deadline = time.time() + 30
     while time.time() < deadline and sum(1 for r in parse_log(runner.log) if r[0] == "K") < 12:
         time.sleep(0.05)
-    process.kill()
+    process.send_signal(signal.SIGUSR2)  # the recorder's stop: between two recorded calls
     process.wait()
+
+
+def workload_sync(runner):
+    """Two stores changed apart and synced, three times."""
+    keys = ["P/a", "P/b", "P/c"]
+    runner.init("A")
+    runner.init("B")
+    runner.put("P/a", document("P/a", 1, 900), "A")
+    runner.put("P/b", document("P/b", 1, 3000), "B")
+    runner.sync(keys)
+    runner.put("P/a", document("P/a", 2, 400), "A")
+    runner.remove("P/b", "A")
+    runner.put("P/c", document("P/c", 1, 5000), "B")
+    runner.sync(keys)
+    runner.put("P/c", document("P/c", 2, 700), "A")
+    runner.sync(keys)
 
 
 WORKLOADS = {
@@ -373,26 +404,25 @@ WORKLOADS = {
     "restore": workload_restore,
     "retention": workload_retention,
     "writer": workload_writer,
+    "sync": workload_sync,
 }
 
 
 # Checks --------------------------------------------------------------------------------------
 
 
-def expectations(log, cut):
-    """What the acknowledgements before `cut` promise, per key: the acknowledged versions
-    [(version, bytes or None for a delete)], and the operation in flight, if any."""
+def expectations(log, cut, store="S"):
+    """What the acknowledgements before `cut` promise of `store`, per key: the acknowledged
+    versions [(version, bytes or None for a delete)], and the operation in flight, if any."""
     acked = {}
     in_flight = None
-    begun = {}
     for i in range(cut):
         record = log.records[i]
-        if record[0] != "K":
+        if record[0] != "K" or record[1].get("store", "S") != store:
             continue
         value = record[1]
         if "begin" in value:
             in_flight = value
-            begun[value["key"]] = value
         elif "done" in value:
             key = value["key"]
             history = acked.setdefault(key, [])
@@ -413,11 +443,12 @@ def cli(options, *arguments):
     return result.returncode, result.stdout, result.stderr.decode(errors="replace")
 
 
-def check_common(options, store, log, cut):
+def check_common(options, root, log, cut, name="S"):
     """Opens (recovering) and verifies; returns the problems found and the number of objects
     verify counted. A cut before `init` had returned leaves no store yet: running `init` again
     must make one."""
-    if not any(r[0] == "K" for r in log.records[:cut]):
+    store = os.path.join(root, name)
+    if not any(r[0] == "K" and r[1].get("init", name) == name and r[1].get("store", name) == name for r in log.records[:cut]):
         code, out, err = cli(options, "init", store)
         if code != 0:
             return [f"init, run again after a cut during init, exited {code}: {err.strip()[-600:]}"], 0
@@ -438,8 +469,9 @@ def history_of(options, store, key):
     return json.loads(out), None
 
 
-def check_acknowledged(options, store, log, cut):
-    problems, objects = check_common(options, store, log, cut)
+def check_acknowledged(options, root, log, cut):
+    store = os.path.join(root, "S")
+    problems, objects = check_common(options, root, log, cut)
     if problems:
         return problems
     acked, in_flight = expectations(log, cut)
@@ -496,10 +528,11 @@ def writer_record(key, counter):
     return json.dumps({"counter": counter, "key": key, "payload": payload}, sort_keys=True, separators=(",", ":")).encode()
 
 
-def check_writer(options, store, log, cut):
+def check_writer(options, root, log, cut):
     """crash-writer's promises: every acknowledged save is in history with its bytes, and each
     key holds its newest acknowledged save or a later, whole one."""
-    problems, _ = check_common(options, store, log, cut)
+    store = os.path.join(root, "S")
+    problems, _ = check_common(options, root, log, cut)
     if problems:
         return problems
     newest = {}
@@ -528,6 +561,62 @@ def check_writer(options, store, log, cut):
     return problems
 
 
+def check_sync(options, root, log, cut):
+    """Both stores open and verify clean; each store's acknowledged changes are in its
+    history, and what an acknowledged sync left on both sides in both histories; no side holds
+    bytes no workload wrote; and a sync run now succeeds and leaves both sides equal."""
+    problems = []
+    for name in ("A", "B"):
+        found, _ = check_common(options, root, log, cut, name)
+        problems += [f"{name}: {p}" for p in found]
+    if problems:
+        return problems
+    stores = {name: os.path.join(root, name) for name in ("A", "B")}
+    known = {None} | {bytes.fromhex(r[1]["data"]) for r in log.records if r[0] == "K" and r[1].get("begin") == "put"}
+    keys = sorted({r[1]["key"] for r in log.records if r[0] == "K" and r[1].get("key")})
+    histories = {(name, key): history_of(options, store, key)[0] or [] for name, store in stores.items() for key in keys}
+    for name in stores:
+        acked, _ = expectations(log, cut, name)
+        for key, versions in acked.items():
+            kept = {h["version"]: h for h in histories[(name, key)]}
+            for version, data in versions:
+                if data is None:
+                    if not any(h["isDeleted"] for h in kept.values()):
+                        problems.append(f"{name} {key}: the acknowledged delete is not in history")
+                elif kept.get(version, {}).get("hash") != hashlib.sha256(data).hexdigest():
+                    problems.append(f"{name} {key}: acknowledged version {version} is not in history with its bytes")
+    for record in log.records[:cut]:
+        if record[0] == "K" and record[1].get("done") == "sync":
+            for key, held in record[1]["held"].items():
+                digest = held and hashlib.sha256(bytes.fromhex(held)).hexdigest()
+                for name in stores:
+                    if digest and digest not in {h["hash"] for h in histories[(name, key)] if h.get("hash")}:
+                        problems.append(f"{name} {key}: what an acknowledged sync left on both sides is not in history")
+
+    def holdings():
+        held = {}
+        for name, store in stores.items():
+            for key in keys:
+                code, out, _ = cli(options, "get", store, key)
+                held[(name, key)] = out if code == 0 else None
+                if held[(name, key)] not in known:
+                    problems.append(f"{name} {key}: holds {len(out)} bytes no workload wrote")
+        return held
+
+    holdings()
+    code, out, err = cli(options, "sync", stores["A"], stores["B"])
+    if code != 0:
+        return problems + [f"sync after the cut exited {code}: {err.strip()[-600:]}"]
+    held = holdings()
+    for key in keys:
+        if held[("A", key)] != held[("B", key)]:
+            problems.append(f"{key}: A and B differ after a sync run after the cut")
+    return problems
+
+
+CHECKERS = {"writer": check_writer, "sync": check_sync}
+
+
 # Driver --------------------------------------------------------------------------------------
 
 
@@ -548,10 +637,10 @@ def describe_cut(log, cut):
     if "writer" in last:
         return f"after crash-writer's save {last['writer']}"
     if "begin" in last:
-        return f"during {last['begin']} {last['key']}"
+        return f"during {last['begin']} {last['key'] or ''}".rstrip()
     if "init" in last:
         return "after init"
-    return f"after {last['done']} {last['key']}"
+    return f"after {last['done']} {last['key'] or ''}".rstrip()
 
 
 def check_state(options, workload, log, index, cut, seed, sabotage):
@@ -559,11 +648,11 @@ def check_state(options, workload, log, index, cut, seed, sabotage):
     keep = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0])
     state = build_state(log, cut, rng, keep, sabotage)
     directory = tempfile.mkdtemp(prefix="power-cut-state-")
-    store = os.path.join(directory, "store")
-    write_state(state, store)
-    checker = check_writer if workload == "writer" else check_acknowledged
+    root = os.path.join(directory, "root")
+    write_state(state, root)
+    checker = CHECKERS.get(workload, check_acknowledged)
     try:
-        problems = checker(options, store, log, cut)
+        problems = checker(options, root, log, cut)
     except Exception as error:  # a crash of the checker is a broken state too, reported as such
         problems = [f"checker failed: {error!r}"]
     label = f"{workload} state {index} (seed {seed}, cut after {cut}/{len(log.records)} records, keep {keep}, {describe_cut(log, cut)})"
@@ -602,7 +691,7 @@ def main():
         # The recorder must have seen every change: replaying the whole log, keeping
         # everything, gives the store as it is on disk.
         replayed = build_state(log, len(log.records), random.Random(0), 1.0)
-        actual = read_tree(runner.store)
+        actual = read_tree(runner.root)
         if replayed != actual:
             differ = sorted(p for p in set(replayed) | set(actual) if replayed.get(p, 0) != actual.get(p, 0))
             raise SystemExit(f"power-cut: the recorder missed a change in workload {name}: {differ}")

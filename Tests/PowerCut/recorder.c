@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +42,38 @@ static char root[PATH_MAX];
 static size_t root_length;
 static int log_fd = -1;
 static int ready;
+
+// SIGUSR2 ends the process between two recorded calls, never between a call and its record
+// (as SIGKILL could): the simulator stops a workload that runs until stopped with it, and
+// then the log holds every change the disk does.
+static __thread int depth;
+static volatile sig_atomic_t stop_requested;
+
+static void enter(void) {
+    pthread_mutex_lock(&lock);
+    depth++;
+}
+
+static void leave(void) {
+    depth--;
+    pthread_mutex_unlock(&lock);
+    if (stop_requested && depth == 0) {
+        pthread_mutex_lock(&lock);
+        _exit(0);
+    }
+}
+
+static void on_stop(int signal) {
+    (void)signal;
+    stop_requested = 1;
+    if (depth > 0) return;  // leave() ends the process
+    pthread_mutex_lock(&lock);
+    _exit(0);
+}
+
+__attribute__((constructor)) static void install_stop_handler(void) {
+    if (getenv("POWER_CUT_ROOT")) signal(SIGUSR2, on_stop);
+}
 
 #define REAL(name) real_##name
 #define DECLARE(ret, name, ...)                                                                    \
@@ -229,12 +262,12 @@ static int exists(int dirfd, const char *name) {
 static int do_open(int dirfd, const char *name, int flags, mode_t mode) {
     setup();
     load_openat();
-    pthread_mutex_lock(&lock);
+    enter();
     int existed = (flags & O_CREAT) && !(flags & O_EXCL) ? exists(dirfd, name) : 0;
     int fd = real_openat(dirfd, name, flags, mode);
     int saved = errno;
     if (fd >= 0) opened(fd, dirfd, name, flags, existed);
-    pthread_mutex_unlock(&lock);
+    leave();
     errno = saved;
     return fd;
 }
@@ -275,11 +308,11 @@ int creat64(const char *name, mode_t mode) { return do_open(AT_FDCWD, name, O_CR
 /// after the call, less what it wrote) to a tracked descriptor, records them.
 #define WRITE_BODY(fd, call, iov, count, offset_expr)                                              \
     setup();                                                                                       \
-    pthread_mutex_lock(&lock);                                                                     \
+    enter();                                                                     \
     ssize_t result = call;                                                                         \
     int saved = errno;                                                                             \
     if (result > 0 && is_tracked(fd)) record_write(fd, iov, count, result, offset_expr);          \
-    pthread_mutex_unlock(&lock);                                                                   \
+    leave();                                                                   \
     errno = saved;                                                                                 \
     return result;
 
@@ -335,7 +368,7 @@ ssize_t pwritev2(int fd, const struct iovec *iov, int count, off_t offset, int f
 /// made by `format` from the descriptor's inode and `args`.
 #define FD_BODY(fd, call, format, ...)                                                             \
     setup();                                                                                       \
-    pthread_mutex_lock(&lock);                                                                     \
+    enter();                                                                     \
     int result = call;                                                                             \
     int saved = errno;                                                                             \
     if (result == 0 && is_tracked(fd)) {                                                           \
@@ -343,7 +376,7 @@ ssize_t pwritev2(int fd, const struct iovec *iov, int count, off_t offset, int f
         snprintf(line, sizeof line, format, (unsigned long)fds[fd].ino, __VA_ARGS__);              \
         emit(line, NULL, 0);                                                                       \
     }                                                                                              \
-    pthread_mutex_unlock(&lock);                                                                   \
+    leave();                                                                   \
     errno = saved;                                                                                 \
     return result;
 
@@ -385,27 +418,27 @@ int sync_file_range(int fd, off_t offset, off_t length, unsigned int flags) {
 int syncfs(int fd) {
     setup();
     load_syncfs();
-    pthread_mutex_lock(&lock);
+    enter();
     int result = real_syncfs(fd);
     int saved = errno;
     if (result == 0 && log_fd >= 0) emit("F\n", NULL, 0);
-    pthread_mutex_unlock(&lock);
+    leave();
     errno = saved;
     return result;
 }
 void sync(void) {
     setup();
     load_sync();
-    pthread_mutex_lock(&lock);
+    enter();
     real_sync();
     if (log_fd >= 0) emit("F\n", NULL, 0);
-    pthread_mutex_unlock(&lock);
+    leave();
 }
 
 int truncate(const char *name, off_t length) {
     setup();
     load_truncate();
-    pthread_mutex_lock(&lock);
+    enter();
     int result = real_truncate(name, length);
     int saved = errno;
     char path[PATH_MAX * 2], hex[PATH_MAX * 4];
@@ -415,7 +448,7 @@ int truncate(const char *name, off_t length) {
         snprintf(line, sizeof line, "T %lu %lld\n", (unsigned long)info.st_ino, (long long)length);
         emit(line, NULL, 0);
     }
-    pthread_mutex_unlock(&lock);
+    leave();
     errno = saved;
     return result;
 }
@@ -452,11 +485,11 @@ static void namespace_op(const char *op, int dirfd, const char *name, int dirfd2
 
 #define NAMESPACE_BODY(call, op, dirfd, name, dirfd2, name2)                                       \
     setup();                                                                                       \
-    pthread_mutex_lock(&lock);                                                                     \
+    enter();                                                                     \
     int result = call;                                                                             \
     int saved = errno;                                                                             \
     if (result == 0 && log_fd >= 0) namespace_op(op, dirfd, name, dirfd2, name2);                  \
-    pthread_mutex_unlock(&lock);                                                                   \
+    leave();                                                                   \
     errno = saved;                                                                                 \
     return result;
 
@@ -513,11 +546,11 @@ int symlinkat(const char *target, int dirfd, const char *name) {
 int close(int fd) {
     load_close();
     if (fd >= 0 && fd < MAX_FDS && fds[fd].used) {
-        pthread_mutex_lock(&lock);
+        enter();
         fds[fd].used = 0;
         int result = real_close(fd);
         int saved = errno;
-        pthread_mutex_unlock(&lock);
+        leave();
         errno = saved;
         return result;
     }
@@ -533,23 +566,23 @@ static int duplicated(int old, int fd) {
 }
 int dup(int old) {
     load_dup();
-    pthread_mutex_lock(&lock);
+    enter();
     int fd = duplicated(old, real_dup(old));
-    pthread_mutex_unlock(&lock);
+    leave();
     return fd;
 }
 int dup2(int old, int fd) {
     load_dup2();
-    pthread_mutex_lock(&lock);
+    enter();
     int result = duplicated(old, real_dup2(old, fd));
-    pthread_mutex_unlock(&lock);
+    leave();
     return result;
 }
 int dup3(int old, int fd, int flags) {
     load_dup3();
-    pthread_mutex_lock(&lock);
+    enter();
     int result = duplicated(old, real_dup3(old, fd, flags));
-    pthread_mutex_unlock(&lock);
+    leave();
     return result;
 }
 
@@ -565,12 +598,12 @@ long syscall(long number, ...) {
     setup();
     const struct open_how *how = (const struct open_how *)a[2];
     int flags = (int)how->flags;
-    pthread_mutex_lock(&lock);
+    enter();
     int existed = (flags & O_CREAT) && !(flags & O_EXCL) ? exists((int)a[0], (const char *)a[1]) : 0;
     long fd = real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
     int saved = errno;
     if (fd >= 0) opened((int)fd, (int)a[0], (const char *)a[1], flags, existed);
-    pthread_mutex_unlock(&lock);
+    leave();
     errno = saved;
     return fd;
 }
