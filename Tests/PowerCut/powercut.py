@@ -376,10 +376,15 @@ def workload_writer(runner):
     with open(runner.log, "ab") as log:
         process = subprocess.Popen([writer, runner.path("S"), "0"], stdout=log, env=runner.env)
     deadline = time.time() + 30
-    while time.time() < deadline and sum(1 for r in parse_log(runner.log) if r[0] == "K") < 12:
-        time.sleep(0.05)
+    # Its acknowledgements, roughly counted (a written byte could look like one): enough to stop.
+    while time.time() < deadline and len(re.findall(rb"\n[0-9]+ k", open(runner.log, "rb").read())) < 12:
+        time.sleep(0.2)
     process.send_signal(signal.SIGUSR2)  # the recorder's stop: between two recorded calls
-    process.wait()
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise SystemExit("power-cut: crash-writer did not stop within 60 s of SIGUSR2")
 
 
 def workload_sync(runner):

@@ -43,9 +43,9 @@ static size_t root_length;
 static int log_fd = -1;
 static int ready;
 
-// SIGUSR2 ends the process between two recorded calls, never between a call and its record
-// (as SIGKILL could): the simulator stops a workload that runs until stopped with it, and
-// then the log holds every change the disk does.
+// SIGUSR2 ends the process at its next recorded call's end, never between a call and its
+// record (as SIGKILL could): the simulator stops a workload that runs until stopped with it,
+// and then the log holds every change the disk does.
 static __thread int depth;
 static volatile sig_atomic_t stop_requested;
 
@@ -63,12 +63,11 @@ static void leave(void) {
     }
 }
 
+// Only sets the flag: taking the lock here could wait for a thread that waits for a lock the
+// interrupted code holds (malloc's). The process makes recorded calls until stopped.
 static void on_stop(int signal) {
     (void)signal;
     stop_requested = 1;
-    if (depth > 0) return;  // leave() ends the process
-    pthread_mutex_lock(&lock);
-    _exit(0);
 }
 
 __attribute__((constructor)) static void install_stop_handler(void) {
