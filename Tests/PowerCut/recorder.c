@@ -70,8 +70,15 @@ static void on_stop(int signal) {
     stop_requested = 1;
 }
 
+// A process inherits its signal mask from the thread that started it, and a test runner's
+// threads may block SIGUSR2: unblocked, or the stop would wait forever.
 __attribute__((constructor)) static void install_stop_handler(void) {
-    if (getenv("POWER_CUT_ROOT")) signal(SIGUSR2, on_stop);
+    if (!getenv("POWER_CUT_ROOT")) return;
+    signal(SIGUSR2, on_stop);
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGUSR2);
+    sigprocmask(SIG_UNBLOCK, &stop, NULL);
 }
 
 #define REAL(name) real_##name
