@@ -143,6 +143,11 @@ let package = Package(
             name: "CrashTests",
             dependencies: ["ArchiveStore", "ArchiveProcess", "TestSupport", "crash-writer"]
         ),
+        // Simulated power cuts: Tests/PowerCut's recorder and state builder, run on the CLI.
+        .testTarget(
+            name: "PowerCutTests",
+            dependencies: ["TestSupport", "archive-sync", "crash-writer"]
+        ),
         .testTarget(
             name: "ArchiveSyncCommandTests",
             dependencies: ["ArchiveStore", "TestSupport", "archive-sync"]

@@ -124,8 +124,12 @@ final class SQLiteConnection {
     /// exclusive locking mode, whose index lives in this process's memory, so that reads
     /// never need free space. (No other process has it open then, or its `-shm` would exist;
     /// one that comes meanwhile waits.)
+    ///
+    /// `synchronous=FULL` flushes the WAL at every commit: with NORMAL, a commit that returned
+    /// (an acknowledged save, or the intent that must be durable before its rename) could be
+    /// lost to a power cut (docs/power-cut.md).
     static func openWAL(path: String) throws -> SQLiteConnection {
-        let settings = "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+        let settings = "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
         do {
             let db = try SQLiteConnection(path: path)
             try db.execute(settings)

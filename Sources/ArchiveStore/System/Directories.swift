@@ -11,13 +11,18 @@ private let direntNameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
 
 extension FileSystem {
     /// Creates `path` and any missing parents, as `mkdir -p` does; an existing entry is left
-    /// for the caller to open (and refuse, if it is not a directory).
-    /// The corresponding C function is `mkdir`.
+    /// for the caller to open (and refuse, if it is not a directory). Each directory made is
+    /// durable when this returns: a power cut could otherwise lose a new store, and every save
+    /// made in it, with its entry in its parent (docs/power-cut.md).
+    /// The corresponding C functions are `mkdir`, and `open` and `fsync` of each new one's parent.
     static func makeDirectories(_ path: String) throws {
         var prefix = path.hasPrefix("/") ? "/" : ""
         for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            let parent = prefix.isEmpty ? "." : prefix
             prefix += component
-            if mkdir(prefix, 0o755) != 0 {
+            if mkdir(prefix, 0o755) == 0 {
+                try sync(openDirectory(parent, path: parent, followSymlink: true), path: parent)
+            } else {
                 let code = errno
                 // EEXIST: already there; EACCES/EROFS on an existing parent (such as `/`): go on,
                 // and let the next component's mkdir, or the open, report what is really wrong.
