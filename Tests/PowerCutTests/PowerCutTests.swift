@@ -32,20 +32,25 @@ private func runSimulator(_ arguments: [String]) throws -> SimulatorRun {
 /// Simulated power cuts (docs/power-cut.md): each workload runs under the recorder, and each
 /// state a cut could leave on disk, with unflushed writes lost, kept or torn and unflushed
 /// creates, renames and unlinks lost or kept, is opened and checked with the CLI.
-@Suite("Power cuts")
+///
+/// Serialized: each run keeps both cores busy for up to a minute. Each runs on a thread of its
+/// own (`offPool`), so that the test runner's two cooperative threads stay free for other suites.
+@Suite("Power cuts", .serialized)
 struct PowerCutTests {
     /// Every state opens, verifies clean, and holds every acknowledged save, remove and restore
     /// with its bytes and version number; nothing unacknowledged is half-written.
-    @Test func everyAcknowledgedChangeSurvivesAPowerCut() throws {
-        let run = try runSimulator(["--states", "240", "--seed", "20"])
+    @Test func everyAcknowledgedChangeSurvivesAPowerCut() async throws {
+        let run = try await offPool { try runSimulator(["--states", "240", "--seed", "20"]) }
         #expect(run.checked == 240, "\(run.output)")
         #expect(run.broken == 0 && run.status == 0, "\(run.output)")
     }
 
     /// The checker can fail: a disk that drops the last write it had flushed breaks an invariant
     /// in some state.
-    @Test func theCheckerCatchesALostFlushedWrite() throws {
-        let run = try runSimulator(["--states", "30", "--seed", "20", "--workloads", "saves", "--sabotage", "drop-flushed", "--expect-broken"])
+    @Test func theCheckerCatchesALostFlushedWrite() async throws {
+        let run = try await offPool {
+            try runSimulator(["--states", "30", "--seed", "20", "--workloads", "saves", "--sabotage", "drop-flushed", "--expect-broken"])
+        }
         #expect(run.checked == 30, "\(run.output)")
         #expect((run.broken ?? 0) > 0 && run.status == 0, "\(run.output)")
     }
