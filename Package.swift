@@ -55,7 +55,7 @@ let package = Package(
         // Sync of two stores: the planner, the executor and the transports.
         .target(
             name: "ArchiveSync",
-            dependencies: ["ArchiveStore", "ArchiveLocking", "CArchiveShims"]
+            dependencies: ["ArchiveStore", "ArchiveLocking", "ArchiveMerge", "CArchiveShims"]
         ),
         // A typed in-memory model cache over a store, invalidated by its change stream.
         .target(
@@ -92,7 +92,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ArchiveSyncTests",
-            dependencies: ["ArchiveStore", "ArchiveSync", "archive-sync"]
+            dependencies: ["ArchiveStore", "ArchiveSync", "ArchiveMerge", "archive-sync"]
         ),
         .testTarget(
             name: "ArchiveCacheTests",

@@ -146,6 +146,8 @@ package final class ReplicaServer {
             for ok in applied { writer.bool(ok) }
         case .mergeVectors(let merges):
             try replica.mergeVectors(merges)
+        case .mergeBases(let queries):
+            Self.mergeBases(try replica.mergeBases(queries), into: &writer)
         }
         return writer.bytes
     }
@@ -187,6 +189,21 @@ package final class ReplicaServer {
         writer.bool(count < entries.count)
         writer.count(count)
         writer.append(body)
+    }
+
+    /// Answers to merge-base queries, within a frame: the newest ``Wire/maximumCount`` vectors
+    /// of a history, and a base's bytes only while they fit (without them there is no merge,
+    /// only a conflict copy).
+    private static func mergeBases(_ answers: [MergeBaseAnswer], into writer: inout WireWriter) {
+        writer.count(answers.count)
+        for answer in answers {
+            let vectors = answer.vectors.suffix(Wire.maximumCount)
+            writer.count(vectors.count)
+            for vector in vectors { writer.vector(vector) }
+            let base = answer.base.flatMap { writer.bytes.count + $0.count < Wire.maximumFrame - 4096 ? $0 : nil }
+            writer.bool(base != nil)
+            if let base { writer.data(base) }
+        }
     }
 
     /// The bytes of objects the client asks for by id and hash, read from the files this

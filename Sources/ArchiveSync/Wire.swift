@@ -93,7 +93,7 @@ package enum Wire {
     package enum Kind: UInt8, Sendable {
         case hello = 1
         case begin, end, makeCurrent, changeSequence, liveObjectCount, checkpoint, setCheckpoint, sequenceAfterOwnWrites
-        case entriesAfter, entriesChanged, entriesFor, contents, apply, mergeVectors
+        case entriesAfter, entriesChanged, entriesFor, contents, apply, mergeVectors, mergeBases
         /// A reply: the request was carried out; its results follow.
         case ok = 0x80
         /// A reply: the request failed; a message follows.

@@ -43,7 +43,7 @@ struct SyncCommand: ParsableCommand {
         commandName: "sync",
         abstract: "Make two stores equal, two-way, losing nothing either side wrote.",
         discussion: """
-            Per object: the same contents on both sides need nothing; a version that has seen the other's changes (its version vector dominates) is copied over it; two versions made apart are a conflict. A conflict keeps both: the newer version stays at the id on both sides and the other is saved beside it on both sides as KEY.conflict-REPLICA-TIME-HASH (the first 8 characters of the replica that made it, when in UTC, and 8 hex digits of its contents' hash; see `archive-sync conflicts`), unless --prefer decides. Deletes travel too, but an edit beats a delete. The loser of any overwrite stays in history (`archive-sync history`).
+            Per object: the same contents on both sides need nothing; a version that has seen the other's changes (its version vector dominates) is copied over it; two versions made apart are merged field by field when the object is JSON or a property list and the version both last shared is still in either history (the merged version is written on both sides; `--merge none` turns this off). Otherwise, or where the same field changed both ways, they are a conflict. A conflict keeps both: the newer version stays at the id on both sides and the other is saved beside it on both sides as KEY.conflict-REPLICA-TIME-HASH (the first 8 characters of the replica that made it, when in UTC, and 8 hex digits of its contents' hash; see `archive-sync conflicts`), unless --prefer decides (it decides only what a merge leaves). Deletes travel too, but an edit beats a delete. The loser of any overwrite stays in history (`archive-sync history`).
 
             The first sync of two stores compares everything; later ones only what changed since (each store keeps a checkpoint per peer). A sync killed at any moment leaves every object old or new; run it again to finish. A sync that would delete more than half of a side's objects, or a side that is not a store, stops unless --force.
 
@@ -67,6 +67,12 @@ struct SyncCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Decide conflicts instead of keeping both versions: a, b, newer or older.", valueName: "side"))
     var prefer: SyncPreference?
 
+    @Option(
+        help: ArgumentHelp(
+            "How concurrent edits of a JSON or property-list object are treated: fields (merged field by field; a conflict only where the same field changed both ways) or none (always a conflict).",
+            valueName: "mode"))
+    var merge: SyncMerge = .fields
+
     @Flag(help: "Sync even when more than half of a side's objects would be deleted, and make a directory that is not a store one.")
     var force = false
 
@@ -78,14 +84,19 @@ struct SyncCommand: ParsableCommand {
 
     func run() throws {
         let progress = ProgressLine("synced")
-        let options = SyncOptions(dryRun: dryRun, preference: prefer, force: force, full: full, progress: { progress.update($0, $1) })
+        let options = SyncOptions(dryRun: dryRun, preference: prefer, merge: merge, force: force, full: full, progress: { progress.update($0, $1) })
         let report = try stores.sync(options: options, create: force, remote: remote).runNow()
         progress.finish()
         if output.json { return try output.printJSON(report) }
         if dryRun { printPlan(report) }
+        if !dryRun {
+            for merge in report.merges { printLine("merged \(merge.id): \(merge.paths.joined(separator: ", "))") }
+        }
         for conflict in report.conflicts {
             let kept = conflict.winner == .a ? stores.a : stores.b
-            printLine("conflict \(conflict.id): kept the version from \(kept)" + (conflict.copy.map { ", saved the other as \($0)" } ?? ""))
+            printLine(
+                "conflict \(conflict.id)\(describe(conflict.paths)): kept the version from \(kept)"
+                    + (conflict.copy.map { ", saved the other as \($0)" } ?? ""))
         }
         for skipped in report.skipped {
             printLine("skipped \(skipped.id): it changed in \(skipped.side == .a ? stores.a : stores.b) during the sync; the next sync takes it")
@@ -95,6 +106,13 @@ struct SyncCommand: ParsableCommand {
 }
 
 extension SyncPreference: ExpressibleByArgument {}
+extension SyncMerge: ExpressibleByArgument {}
+
+/// ` (name, address.city both changed)` for a conflict a field merge found; nothing when no merge was tried.
+private func describe(_ paths: [String]?) -> String {
+    guard let paths, !paths.isEmpty else { return "" }
+    return " (\(paths.joined(separator: ", ")) changed on both sides)"
+}
 
 struct Conflicts: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -129,7 +147,10 @@ private func printPlan(_ report: SyncReport) {
         case .delete: printLine("delete   \(action.id) on \(side)")
         case .conflict:
             let winner = action.to == .a ? "B" : "A"
-            printLine("conflict \(action.id): keep \(winner)'s, " + (action.copy.map { "save \(side)'s as \($0)" } ?? "\(side)'s stays in history"))
+            printLine(
+                "conflict \(action.id)\(describe(action.paths)): keep \(winner)'s, "
+                    + (action.copy.map { "save \(side)'s as \($0)" } ?? "\(side)'s stays in history"))
+        case .merge: printLine("merge    \(action.id): \((action.paths ?? []).joined(separator: ", "))")
         }
     }
 }

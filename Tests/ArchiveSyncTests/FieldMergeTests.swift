@@ -1,0 +1,248 @@
+import ArchiveMerge
+import ArchiveStore
+import Foundation
+import Testing
+
+@testable import ArchiveSync
+
+private let person = try! ObjectID(collection: "Person", key: "p1")
+
+private func put(_ store: ArchiveStore, _ json: String, as id: ObjectID = person) throws {
+    try store.put(Data(json.utf8), as: id)
+}
+
+private func text(_ store: ArchiveStore, _ id: ObjectID = person) throws -> String {
+    String(decoding: try store.data(for: id), as: UTF8.self)
+}
+
+/// The current row of `id`.
+private func entry(_ store: ArchiveStore, _ id: ObjectID = person) throws -> ReplicaEntry {
+    try #require(try store.replicaEntries(for: [id]).first ?? nil)
+}
+
+/// Two stores that share `base` at `person`, then edited apart: `ours` in A, `theirs` in B.
+private func concurrentEdits(in dir: String, base: String, ours: String, theirs: String, historyLimit: Int? = nil) async throws -> (
+    ArchiveStore, ArchiveStore
+) {
+    let a = try ArchiveStore(directory: dir + "/a", options: .init(historyLimit: historyLimit))
+    let b = try ArchiveStore(directory: dir + "/b", options: .init(historyLimit: historyLimit))
+    try put(a, base)
+    _ = try await Sync(local: a, remote: b).run()
+    try put(a, ours)
+    try put(b, theirs)
+    return (a, b)
+}
+
+@Suite("Sync: concurrent edits merged field by field")
+struct FieldMergeTests {
+    static let base = #"{"name":"Ann","age":30,"address":{"city":"Oslo","zip":"0150"},"tags":["a"]}"#
+
+    /// Disjoint edits merge: no copy, one version with the same bytes and vector on both
+    /// sides, whichever side runs the sync; each side's edit stays in its history.
+    @Test(arguments: [false, true]) func disjointEditsMergeWithoutACopyWhicheverSideRuns(reversed: Bool) async throws {
+        try await withTemporaryDirectory { dir in
+            let (a, b) = try await concurrentEdits(
+                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: "Ann", with: "Anna"),
+                theirs: Self.base.replacingOccurrences(of: "30", with: "31"))
+            let (ea, eb) = (try entry(a), try entry(b))
+            let report = try await (reversed ? Sync(local: b, remote: a) : Sync(local: a, remote: b)).run()
+            #expect(report.merges == [.init(id: "Person/p1", paths: ["age", "name"])], "\(report)")
+            #expect(report.conflicts.isEmpty && report.skipped.isEmpty, "\(report)")
+            #expect(try a.conflictCopies().isEmpty && b.conflictCopies().isEmpty)
+            let merged = #"{"address":{"city":"Oslo","zip":"0150"},"age":31,"name":"Anna","tags":["a"]}"#
+            #expect(try text(a) == merged && text(b) == merged)
+            let (ma, mb) = (try entry(a), try entry(b))
+            #expect(ma.vector == mb.vector && ma.hash == mb.hash && ma.author == mb.author && ma.modified == mb.modified)
+            // The vector is the pair's, not the runner's: the join plus one change of a replica
+            // id made from the two versions.
+            #expect(ma.vector == SyncPlanner.mergedVersion(ea, eb).vector && ma.vector == SyncPlanner.mergedVersion(eb, ea).vector)
+            #expect(ma.vector.dominates(ea.vector) && ma.vector.dominates(eb.vector))
+            #expect(try a.history(person).contains { $0.hash == ea.hash } && b.history(person).contains { $0.hash == eb.hash })
+            let again = try await Sync(local: a, remote: b).run()
+            #expect(again.changes == 0 && again.merged == 0, "\(again)")
+        }
+    }
+
+    @Test func theSameFieldChangedBothWaysKeepsACopyAndNamesThePath() async throws {
+        try await withTemporaryDirectory { dir in
+            let (a, b) = try await concurrentEdits(
+                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: "Ann", with: "Anna"),
+                theirs: Self.base.replacingOccurrences(of: "Ann", with: "Annie").replacingOccurrences(of: "30", with: "31"))
+            let report = try await Sync(local: a, remote: b).run()
+            #expect(report.merges.isEmpty, "\(report)")
+            #expect(report.conflicts.map(\.paths) == [["name"]], "\(report)")
+            #expect(try a.conflictCopies().count == 1 && b.conflictCopies().count == 1)
+            #expect(try a.liveHashes() == b.liveHashes())
+        }
+    }
+
+    @Test func nestedObjectsMergeMemberByMemberAndConflictAtTheNestedPath() async throws {
+        try await withTemporaryDirectory { dir in
+            let (a, b) = try await concurrentEdits(
+                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: "Oslo", with: "Bergen"),
+                theirs: Self.base.replacingOccurrences(of: "0150", with: "5003").replacingOccurrences(of: "Ann", with: "Anna"))
+            let report = try await Sync(local: a, remote: b).run()
+            #expect(report.merges == [.init(id: "Person/p1", paths: ["address.city", "address.zip", "name"])], "\(report)")
+            #expect(try text(a) == #"{"address":{"city":"Bergen","zip":"5003"},"age":30,"name":"Anna","tags":["a"]}"#)
+            #expect(try text(a) == text(b))
+        }
+        try await withTemporaryDirectory { dir in
+            let (a, b) = try await concurrentEdits(
+                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: "Oslo", with: "Bergen"),
+                theirs: Self.base.replacingOccurrences(of: "Oslo", with: "Trondheim"))
+            let report = try await Sync(local: a, remote: b).run()
+            #expect(report.conflicts.map(\.paths) == [["address.city"]], "\(report)")
+        }
+    }
+
+    /// Arrays are values: edited on both sides, they conflict; so does a member removed on one
+    /// side and changed on the other.
+    @Test func anArrayEditedOnBothSidesOrARemovedAndEditedMemberKeepsACopy() async throws {
+        try await withTemporaryDirectory { dir in
+            let (a, b) = try await concurrentEdits(
+                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: #"["a"]"#, with: #"["a","b"]"#),
+                theirs: Self.base.replacingOccurrences(of: #"["a"]"#, with: #"["c","a"]"#))
+            let report = try await Sync(local: a, remote: b).run()
+            #expect(report.conflicts.map(\.paths) == [["tags"]] && report.merges.isEmpty, "\(report)")
+            #expect(try a.conflictCopies().count == 1)
+        }
+        try await withTemporaryDirectory { dir in
+            let (a, b) = try await concurrentEdits(
+                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: #""age":30,"#, with: ""),
+                theirs: Self.base.replacingOccurrences(of: "30", with: "31"))
+            let report = try await Sync(local: a, remote: b).run()
+            #expect(report.conflicts.map(\.paths) == [["age"]], "\(report)")
+        }
+    }
+
+    /// The base pruned from both histories (a history of 2 versions, two edits on each side):
+    /// no merge, a copy as without merging.
+    @Test func historyPrunedPastTheBaseFallsBackToACopy() async throws {
+        try await withTemporaryDirectory { dir in
+            let (a, b) = try await concurrentEdits(
+                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: "Ann", with: "Anna"),
+                theirs: Self.base.replacingOccurrences(of: "30", with: "31"), historyLimit: 2)
+            try put(a, Self.base.replacingOccurrences(of: "Ann", with: "Anne"))
+            try put(b, Self.base.replacingOccurrences(of: "30", with: "32"))
+            let report = try await Sync(local: a, remote: b).run()
+            #expect(report.merges.isEmpty && report.conflicts.map(\.paths) == [[]], "\(report)")
+            #expect(try a.conflictCopies().count == 1 && b.conflictCopies().count == 1)
+        }
+    }
+
+    /// Two pairs of stores merge the same two concurrent versions apart (A with B, C with D;
+    /// C holds A's version, D holds B's): both write the same bytes and vector, so when the
+    /// pairs meet there is one version and nothing to do.
+    @Test func twoPairsMergingTheSameEditsApartConverge() async throws {
+        try await withTemporaryDirectory { dir in
+            let stores = try ["a", "b", "c", "d"].map { try ArchiveStore(directory: dir + "/" + $0) }
+            let (a, b, c, d) = (stores[0], stores[1], stores[2], stores[3])
+            try put(a, Self.base)
+            for other in [b, c, d] { _ = try await Sync(local: a, remote: other).run() }
+            try put(a, Self.base.replacingOccurrences(of: "Ann", with: "Anna"))
+            try put(b, Self.base.replacingOccurrences(of: "Oslo", with: "Bergen"))
+            _ = try await Sync(local: a, remote: c).run()
+            _ = try await Sync(local: d, remote: b).run()
+            #expect(try text(c) == text(a) && text(d) == text(b))
+            let first = try await Sync(local: a, remote: b).run()
+            let second = try await Sync(local: d, remote: c).run()
+            #expect(first.merges.count == 1 && second.merges.count == 1, "\(first) \(second)")
+            #expect(try Set(stores.map { try entry($0).vector }).count == 1)
+            #expect(try Set(stores.map { try text($0) }).count == 1)
+            for (x, y) in [(a, c), (b, d), (a, d)] {
+                let met = try await Sync(local: x, remote: y).run()
+                #expect(met.changes == 0 && met.merged == 0, "\(met)")
+            }
+            #expect(try stores.allSatisfy { try $0.conflictCopies().isEmpty })
+        }
+    }
+
+    @Test func mergeNoneKeepsACopyAsBefore() async throws {
+        try await withTemporaryDirectory { dir in
+            let (a, b) = try await concurrentEdits(
+                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: "Ann", with: "Anna"),
+                theirs: Self.base.replacingOccurrences(of: "30", with: "31"))
+            let report = try await Sync(local: a, remote: b, options: SyncOptions(merge: .none)).run()
+            #expect(report.merges.isEmpty && report.conflicts.count == 1 && report.conflicts[0].paths == nil, "\(report)")
+            #expect(try a.conflictCopies().count == 1)
+        }
+    }
+
+    /// --prefer decides only a field conflict: disjoint edits still merge.
+    @Test func aPreferenceDecidesOnlyWhatTheMergeLeaves() async throws {
+        try await withTemporaryDirectory { dir in
+            let (a, b) = try await concurrentEdits(
+                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: "Ann", with: "Anna"),
+                theirs: Self.base.replacingOccurrences(of: "30", with: "31"))
+            let report = try await Sync(local: a, remote: b, options: SyncOptions(preference: .b)).run()
+            #expect(report.merges.count == 1 && report.conflicts.isEmpty, "\(report)")
+        }
+        try await withTemporaryDirectory { dir in
+            let ours = Self.base.replacingOccurrences(of: "Ann", with: "Anna")
+            let (a, b) = try await concurrentEdits(
+                in: dir, base: Self.base, ours: ours, theirs: Self.base.replacingOccurrences(of: "Ann", with: "Annie"))
+            let report = try await Sync(local: a, remote: b, options: SyncOptions(preference: .a)).run()
+            #expect(report.conflicts.map(\.paths) == [["name"]] && report.conflicts[0].copy == nil, "\(report)")
+            #expect(try text(b) == ours && a.conflictCopies().isEmpty)
+        }
+    }
+
+    /// A dry run says what would merge, and changes nothing.
+    @Test func aDryRunListsTheMerge() async throws {
+        try await withTemporaryDirectory { dir in
+            let (a, b) = try await concurrentEdits(
+                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: "Ann", with: "Anna"),
+                theirs: Self.base.replacingOccurrences(of: "30", with: "31"))
+            let before = try entry(a)
+            let plan = try await Sync(local: a, remote: b, options: SyncOptions(dryRun: true)).run()
+            #expect(plan.actions == [.init(id: "Person/p1", kind: .merge, to: .a, paths: ["age", "name"])], "\(plan)")
+            #expect(try entry(a) == before)
+        }
+    }
+
+    /// Over a pipe to `serve --stdio` (the new request of the protocol), either side first.
+    @Test(arguments: [false, true]) func aMergeOverThePipeWritesOneVersionOnBothSides(remoteFirst: Bool) async throws {
+        try await withTemporaryDirectory { dir in
+            let (a, b) = try await concurrentEdits(
+                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: "Ann", with: "Anna"),
+                theirs: Self.base.replacingOccurrences(of: "30", with: "31"))
+            let path = b.path
+            let report = try await offPool {
+                let far = try pipeReplica(path)
+                let sync =
+                    remoteFirst ? Sync(a: far, b: LocalReplica(a), options: SyncOptions()) : Sync(a: LocalReplica(a), b: far, options: SyncOptions())
+                return try sync.runNow()
+            }
+            #expect(report.merges == [.init(id: "Person/p1", paths: ["age", "name"])], "\(report)")
+            #expect(try text(a) == text(b) && entry(a).vector == entry(b).vector)
+        }
+    }
+}
+
+@Suite("Planner: field merges")
+struct FieldMergePlannerTests {
+    private func row(_ file: String, _ vector: VersionVector, _ hash: String) throws -> ReplicaEntry {
+        ReplicaEntry(
+            id: person, file: file, vector: vector, hash: ContentHash(of: Data(hash.utf8)), size: 1, modified: 5, author: ReplicaID(rawValue: "r"),
+            isDeleted: false, sequence: 1)
+    }
+
+    @Test func aConcurrentPairOfDocumentsAsksForAMergeOnlyWhenMergingIsOnAndTheCodecsAgree() throws {
+        let (x, y) = (ReplicaID(rawValue: "x"), ReplicaID(rawValue: "y"))
+        let a = try row("p1.json", VersionVector([x: 2, y: 1]), "a")
+        let b = try row("p1.json", VersionVector([x: 1, y: 2]), "b")
+        guard case .fieldMerge(_, _, .conflict)? = Optional(SyncPlanner.action(a: a, b: b, preference: nil, merge: .fields)) else {
+            Issue.record("no field merge planned")
+            return
+        }
+        if case .conflict = SyncPlanner.action(a: a, b: b, preference: nil, merge: .none) {} else { Issue.record("merge none merged") }
+        let plist = try row("p1.plist", VersionVector([x: 1, y: 2]), "b")
+        if case .conflict = SyncPlanner.action(a: a, b: plist, preference: nil, merge: .fields) {} else { Issue.record("codecs differ") }
+        let bin = try row("p1.bin", VersionVector([x: 1, y: 2]), "b")
+        let binA = try row("p1.bin", VersionVector([x: 2, y: 1]), "a")
+        if case .conflict = SyncPlanner.action(a: binA, b: bin, preference: nil, merge: .fields) {} else { Issue.record("not a document") }
+        let version = SyncPlanner.mergedVersion(a, b)
+        #expect(version.vector == SyncPlanner.mergedVersion(b, a).vector && version.author == SyncPlanner.mergedVersion(b, a).author)
+        #expect(version.vector.dominates(a.vector) && version.vector.dominates(b.vector) && version.vector.counters[version.author] == 1)
+    }
+}
