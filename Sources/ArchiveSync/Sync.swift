@@ -163,8 +163,9 @@ public final class Sync: Sendable {
         case conflict(SyncReport.Conflict, copy: ObjectID?)
         /// A conflict copy: reported with its conflict.
         case conflictCopy
-        /// One side's write of a field merge: reported once both sides' have landed.
-        case fieldMerge(SyncReport.Merge)
+        /// One side's write of a field merge: reported once all `writes` (one per side that
+        /// did not already hold the merged bytes) have landed.
+        case fieldMerge(SyncReport.Merge, writes: Int)
     }
 
     /// One write for one side, what it counts as, and the vector merge the sending side makes
@@ -297,12 +298,20 @@ public final class Sync: Sendable {
                 }
                 let version = SyncPlanner.mergedVersion(a, b)
                 let merge = SyncReport.Merge(id: a.id.description, paths: paths)
-                for (side, entry) in [(SyncSide.a, a), (.b, b)] {
+                // A side that already holds the merged bytes (it made the other's change too)
+                // only takes the merged vector: the store makes no version of unchanged bytes.
+                let hash = ContentHash(of: bytes)
+                let writes = [(SyncSide.a, a), (.b, b)].filter { side, entry in
+                    guard entry.hash == hash else { return true }
+                    page.merges[side]!.append(VectorMerge(id: a.id, hash: hash, vector: version.vector))
+                    return false
+                }
+                for (side, entry) in writes {
                     let incoming = IncomingVersion(vector: version.vector, modified: version.modified, author: version.author, expected: entry.hash)
                     page.writes[side]!.append(
                         PlannedWrite(
                             object: IncomingObject(id: a.id, fileExtension: fileExtension(a.file), content: bytes, version: incoming),
-                            tally: .fieldMerge(merge), then: nil))
+                            tally: .fieldMerge(merge, writes: writes.count), then: nil))
                 }
             case .conflict(let winner, let kept, let lost, let vector, let copy):
                 keepBoth(winner: winner, kept: kept, lost: lost, vector: vector, copy: copy, paths: nil)
@@ -330,7 +339,7 @@ public final class Sync: Sendable {
         var outcome = page.outcome
         var merges = page.merges
         var copied = page.copied
-        // A field merge is reported once its version has landed on both sides.
+        // A field merge is reported once its version has landed on every side it was written to.
         var mergeLanded: [String: Int] = [:]
         // Conflict copies land first, on both sides, in batches of their own: a loser's side
         // gives up the id only once the losing version is saved beside it.
@@ -362,9 +371,9 @@ public final class Sync: Sendable {
                     case .copy(.b, true): outcome.deletedOnB += 1
                     case .conflict(let conflict, _): outcome.conflicts.append(conflict)
                     case .conflictCopy: copied[side]!.insert(write.object.id)
-                    case .fieldMerge(let merge):
+                    case .fieldMerge(let merge, let writes):
                         mergeLanded[merge.id, default: 0] += 1
-                        if mergeLanded[merge.id] == 2 { outcome.merges.append(merge) }
+                        if mergeLanded[merge.id] == writes { outcome.merges.append(merge) }
                     }
                 }
             }

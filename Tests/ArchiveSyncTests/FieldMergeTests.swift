@@ -35,7 +35,8 @@ private func concurrentEdits(in dir: String, base: String, ours: String, theirs:
 
 @Suite("Sync: concurrent edits merged field by field")
 struct FieldMergeTests {
-    static let base = #"{"name":"Ann","age":30,"address":{"city":"Oslo","zip":"0150"},"tags":["a"]}"#
+    /// In the store's own form (sorted keys), so that a merge can give one side's bytes exactly.
+    static let base = #"{"address":{"city":"Oslo","zip":"0150"},"age":30,"name":"Ann","tags":["a"]}"#
 
     /// Disjoint edits merge: no copy, one version with the same bytes and vector on both
     /// sides, whichever side runs the sync; each side's edit stays in its history.
@@ -58,6 +59,20 @@ struct FieldMergeTests {
             #expect(ma.vector == SyncPlanner.mergedVersion(ea, eb).vector && ma.vector == SyncPlanner.mergedVersion(eb, ea).vector)
             #expect(ma.vector.dominates(ea.vector) && ma.vector.dominates(eb.vector))
             #expect(try a.history(person).contains { $0.hash == ea.hash } && b.history(person).contains { $0.hash == eb.hash })
+            let again = try await Sync(local: a, remote: b).run()
+            #expect(again.changes == 0 && again.merged == 0, "\(again)")
+        }
+    }
+
+    /// One side made the other's change too: the merge is that side's contents, which it then
+    /// records with the merged vector like the other side.
+    @Test func aMergeEqualToOneSideRecordsTheMergedVectorThereToo() async throws {
+        try await withTemporaryDirectory { dir in
+            let anna = Self.base.replacingOccurrences(of: "Ann", with: "Anna")
+            let (a, b) = try await concurrentEdits(in: dir, base: Self.base, ours: anna, theirs: anna.replacingOccurrences(of: "30", with: "31"))
+            let report = try await Sync(local: a, remote: b).run()
+            #expect(report.merges == [.init(id: "Person/p1", paths: ["age", "name"])], "\(report)")
+            #expect(try text(a) == text(b) && entry(a).vector == entry(b).vector)
             let again = try await Sync(local: a, remote: b).run()
             #expect(again.changes == 0 && again.merged == 0, "\(again)")
         }
@@ -244,5 +259,64 @@ struct FieldMergePlannerTests {
         let version = SyncPlanner.mergedVersion(a, b)
         #expect(version.vector == SyncPlanner.mergedVersion(b, a).vector && version.author == SyncPlanner.mergedVersion(b, a).author)
         #expect(version.vector.dominates(a.vector) && version.vector.dominates(b.vector) && version.vector.counters[version.author] == 1)
+    }
+}
+
+extension RemoteSyncTests {
+    @Suite("Field merges through the command line and ssh")
+    struct FieldMergeCommandTests {
+        private func stores(_ dir: String) async throws -> (ArchiveStore, ArchiveStore) {
+            try await concurrentEdits(
+                in: dir, base: FieldMergeTests.base, ours: FieldMergeTests.base.replacingOccurrences(of: "Ann", with: "Anna"),
+                theirs: FieldMergeTests.base.replacingOccurrences(of: "30", with: "31"))
+        }
+
+        @Test func diffShowsTheMergeAndSyncSaysIt() async throws {
+            try await withTemporaryDirectory { dir in
+                let (a, b) = try await stores(dir)
+                let diff = try await runArchiveSync(["diff", dir + "/a", dir + "/b"])
+                #expect(diff.status == 0 && diff.output.contains("merge    Person/p1: age, name") && diff.output.contains("1 merged"), "\(diff)")
+                let sync = try await runArchiveSync(["sync", dir + "/a", dir + "/b"])
+                #expect(sync.status == 0 && sync.output.contains("merged Person/p1: age, name") && sync.output.hasSuffix(": 1 merged\n"), "\(sync)")
+                #expect(try text(a) == text(b) && a.conflictCopies().isEmpty)
+            }
+            try await withTemporaryDirectory { dir in
+                _ = try await stores(dir)
+                let json = try await runArchiveSync(["sync", dir + "/a", dir + "/b", "--json"])
+                let report = try JSONDecoder().decode(SyncReport.self, from: Data(json.output.utf8))
+                #expect(json.status == 0 && report.merges == [.init(id: "Person/p1", paths: ["age", "name"])], "\(json)")
+            }
+        }
+
+        @Test func mergeNoneKeepsACopyAndAFieldConflictNamesItsPath() async throws {
+            try await withTemporaryDirectory { dir in
+                let (a, _) = try await stores(dir)
+                let sync = try await runArchiveSync(["sync", dir + "/a", dir + "/b", "--merge", "none"])
+                #expect(sync.status == 0 && sync.output.contains("conflict Person/p1: kept") && sync.output.hasSuffix(": 1 conflict\n"), "\(sync)")
+                #expect(try a.conflictCopies().count == 1)
+                let bad = try await runArchiveSync(["sync", dir + "/a", dir + "/b", "--merge", "lines"])
+                #expect(bad.status == 2, "\(bad)")
+            }
+            try await withTemporaryDirectory { dir in
+                _ = try await concurrentEdits(
+                    in: dir, base: FieldMergeTests.base, ours: FieldMergeTests.base.replacingOccurrences(of: "Oslo", with: "Bergen"),
+                    theirs: FieldMergeTests.base.replacingOccurrences(of: "Oslo", with: "Molde"))
+                let sync = try await runArchiveSync(["sync", dir + "/a", dir + "/b"])
+                #expect(sync.status == 0 && sync.output.contains("conflict Person/p1 (address.city changed on both sides): kept"), "\(sync)")
+            }
+        }
+
+        @Test(arguments: [false, true]) func aMergeThroughSSHEitherWay(farFirst: Bool) async throws {
+            let server = try SSHServer.start()
+            defer { server.stop() }
+            try await withTemporaryDirectory { dir in
+                let (a, b) = try await stores(dir)
+                let (here, far) = (dir + "/a", server.location(dir + "/b"))
+                let remote = ["--rsh", server.rsh, "--remote-cmd", archiveSyncBinary]
+                let sync = try await runArchiveSync(["sync"] + (farFirst ? [far, here] : [here, far]) + remote)
+                #expect(sync.status == 0 && sync.output.contains("merged Person/p1: age, name"), "\(sync)")
+                #expect(try text(a) == text(b) && entry(a).vector == entry(b).vector && a.conflictCopies().isEmpty)
+            }
+        }
     }
 }
