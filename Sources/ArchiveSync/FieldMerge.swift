@@ -77,7 +77,7 @@ extension ArchiveStore {
                 do {
                     let data = try data(for: query.id, version: base.version)
                     if ContentHash(of: data) == base.hash { bytes = data }
-                } catch ArchiveError.notFound {
+                } catch ArchiveError.notFound, ArchiveError.versionNotKept {
                     bytes = nil
                 }
             }

@@ -118,23 +118,100 @@ struct Conflicts: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List the conflict copies in a store, waiting for a person.",
         discussion: """
-            A sync that finds an object changed on both sides keeps both versions: one at the id, the other beside it as KEY.conflict-REPLICA-TIME-HASH. Resolve one by putting the version you want at the id and removing the copy (`archive-sync rm`); the next sync carries both to the other store.
+            A sync that finds an object changed on both sides (the same field, when it merges field by field) keeps both versions: one at the id, the other beside it as KEY.conflict-REPLICA-TIME-HASH. --diff shows, per copy, where it differs from the current version: each path, both values, and the base's value when history still holds the version both edits started from. Resolve one with `archive-sync resolve`; the next sync carries the resolution to the other store.
 
-            Example: archive-sync conflicts ./store --json
+            Examples:
+              archive-sync conflicts ./store --json
+              archive-sync conflicts ./store --diff
             """
     )
 
     @OptionGroup var store: StoreArgument
+
+    @Flag(help: "Show where each copy differs from the current version, field by field.")
+    var diff = false
+
     @OptionGroup var output: OutputOptions
 
+    /// A copy and where it differs, for `--diff --json`; `error` when it cannot be compared.
+    private struct Compared: Encodable {
+        var copy: ConflictCopy
+        var differences: [ConflictDifference]?
+        var error: String?
+    }
+
     func run() throws {
-        let copies = try store.open().conflictCopies()
+        let opened = try store.open()
+        let copies = try opened.conflictCopies()
+        if diff {
+            let compared = copies.map { copy in
+                do {
+                    return Compared(copy: copy, differences: try opened.conflictDifferences(copy))
+                } catch {
+                    return Compared(copy: copy, error: "\(error)")
+                }
+            }
+            if output.json { return try output.printJSON(compared) }
+            if copies.isEmpty { return print("no conflicts") }
+            for entry in compared {
+                printLine("\(entry.copy.id) (a conflict copy of \(entry.copy.original))")
+                if let error = entry.error { printLine("  \(error)") }
+                for difference in entry.differences ?? [] {
+                    let base = difference.base.map { " (base: \($0))" } ?? ""
+                    printLine("  \(difference.path): current \(difference.current ?? "absent"), copy \(difference.copy ?? "absent")\(base)")
+                }
+            }
+            return
+        }
         if output.json { return try output.printJSON(copies) }
         if copies.isEmpty { return print("no conflicts") }
         print(
             table(
                 [["copy", "of", "bytes", "saved"]]
                     + copies.map { [$0.id.description, $0.original.description, String($0.size), $0.saved.shortDescription] }))
+    }
+}
+
+struct Resolve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Settle a conflict: keep one version at the id and remove the conflict copy.",
+        discussion: """
+            ID is the conflict copy, or the object when it has one copy. --keep current leaves the version at the id; --keep copy makes the copy's version the next version at the id; --keep merged --file F makes F (a JSON document, such as one edited from both; written in the object's codec) the next version. The copy is then removed. The next sync carries both changes to the other store.
+
+            Examples:
+              archive-sync resolve ./store Person/ada --keep copy
+              archive-sync resolve ./store Person/ada --keep merged --file ada.json
+            """
+    )
+
+    enum Keep: String, ExpressibleByArgument, CaseIterable { case current, copy, merged }
+
+    @OptionGroup var store: StoreArgument
+
+    @Argument(help: ArgumentHelp("The conflict copy, or the object it is a copy of, as COLLECTION/KEY.", valueName: "id"))
+    var id: String
+
+    @Option(help: ArgumentHelp("Which version to keep: current, copy or merged.", valueName: "version"))
+    var keep: Keep
+
+    @Option(help: "With --keep merged: the file holding the merged version.")
+    var file: String?
+
+    func run() throws {
+        let objectID = try ObjectID(parsing: id)
+        let resolution: ConflictResolution
+        switch (keep, file) {
+        case (.merged, let file?): resolution = .merged(try readInputFile(file))
+        case (.merged, nil): throw ArchiveError.invalidInput("--keep merged needs --file with the merged version")
+        case (_, _?): throw ArchiveError.invalidInput("--file goes only with --keep merged")
+        case (.current, nil): resolution = .current
+        case (.copy, nil): resolution = .copy
+        }
+        let opened = try store.open()
+        let copy = try opened.conflictCopy(for: objectID)
+        let version = try opened.resolveConflict(copy, keeping: resolution)
+        let kept = version.map { "kept the \(keep.rawValue) version as version \($0)" } ?? "kept the current version"
+        printLine("resolved \(copy.original): \(kept), removed \(copy.id)")
     }
 }
 
