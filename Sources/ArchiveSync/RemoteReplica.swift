@@ -214,6 +214,9 @@ package final class RemoteReplica: SyncReplica {
     }
 
     package func mergeBases(_ queries: [MergeBaseQuery]) throws -> [MergeBaseAnswer] {
+        // A far side of protocol version 1 has no such request (it would end the session over
+        // a frame of unknown kind): its history is not asked; the other side's may hold the base.
+        guard version >= 2 else { return queries.map { _ in .none } }
         var answers: [MergeBaseAnswer] = []
         // A batch of 100 keeps most replies (vectors and a base's bytes each) well within a frame.
         for start in stride(from: 0, to: queries.count, by: 100) {

@@ -22,6 +22,8 @@ package final class ReplicaServer {
     private let channel: FrameChannel
     private let log: (String) -> Void
     private var replica: LocalReplica?
+    /// The protocol version the handshake chose.
+    private var version: UInt32 = 0
 
     /// - Parameters:
     ///   - storePath: the store this server is confined to.
@@ -147,6 +149,8 @@ package final class ReplicaServer {
         case .mergeVectors(let merges):
             try replica.mergeVectors(merges)
         case .mergeBases(let queries):
+            // As a server of version 1 would: it knows no such request.
+            guard version >= 2 else { throw WireError("a merge-base request in a session of protocol version \(version), which has none") }
             Self.mergeBases(try replica.mergeBases(queries), into: &writer)
         }
         return writer.bytes
@@ -173,6 +177,7 @@ package final class ReplicaServer {
         }
         let local = LocalReplica(store)
         replica = local
+        version = chosen
         if let peer = hello.peer { log("serving \(store.path) (replica \(local.replica)) to replica \(peer)") }
         return Wire.HelloReply(versions: Wire.versions, chosen: chosen, store: (local.replica, store.path)).encode()
     }

@@ -215,6 +215,24 @@ struct FieldMergeTests {
         }
     }
 
+    /// A far side that speaks only protocol version 1 is never sent the merge-base request
+    /// (which it would take for a broken frame); the base in this side's history still merges.
+    @Test func aFarSideOfProtocolVersion1MergesFromThisSidesHistory() async throws {
+        try await withTemporaryDirectory { dir in
+            let (a, b) = try await concurrentEdits(
+                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: "Ann", with: "Anna"),
+                theirs: Self.base.replacingOccurrences(of: "30", with: "31"))
+            let path = b.path
+            let report = try await offPool {
+                let far = try pipeReplica(path, versions: 1...1)
+                #expect(far.version == 1)
+                return try Sync(a: LocalReplica(a), b: far, options: SyncOptions()).runNow()
+            }
+            #expect(report.merges.count == 1 && report.conflicts.isEmpty, "\(report)")
+            #expect(try a.liveHashes() == b.liveHashes() && a.conflictCopies().isEmpty)
+        }
+    }
+
     /// Over a pipe to `serve --stdio` (the new request of the protocol), either side first.
     @Test(arguments: [false, true]) func aMergeOverThePipeWritesOneVersionOnBothSides(remoteFirst: Bool) async throws {
         try await withTemporaryDirectory { dir in
