@@ -38,13 +38,17 @@ struct FieldMergeTests {
     /// In the store's own form (sorted keys), so that a merge can give one side's bytes exactly.
     static let base = #"{"address":{"city":"Oslo","zip":"0150"},"age":30,"name":"Ann","tags":["a"]}"#
 
+    /// Two stores whose edits of `person` touch different fields: `name` in A, `age` in B.
+    static func disjointEdits(in dir: String) async throws -> (ArchiveStore, ArchiveStore) {
+        try await concurrentEdits(
+            in: dir, base: base, ours: base.replacingOccurrences(of: "Ann", with: "Anna"), theirs: base.replacingOccurrences(of: "30", with: "31"))
+    }
+
     /// Disjoint edits merge: no copy, one version with the same bytes and vector on both
     /// sides, whichever side runs the sync; each side's edit stays in its history.
     @Test(arguments: [false, true]) func disjointEditsMergeWithoutACopyWhicheverSideRuns(reversed: Bool) async throws {
         try await withTemporaryDirectory { dir in
-            let (a, b) = try await concurrentEdits(
-                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: "Ann", with: "Anna"),
-                theirs: Self.base.replacingOccurrences(of: "30", with: "31"))
+            let (a, b) = try await Self.disjointEdits(in: dir)
             let (ea, eb) = (try entry(a), try entry(b))
             let report = try await (reversed ? Sync(local: b, remote: a) : Sync(local: a, remote: b)).run()
             #expect(report.merges == [.init(id: "Person/p1", paths: ["age", "name"])], "\(report)")
@@ -174,9 +178,7 @@ struct FieldMergeTests {
 
     @Test func mergeNoneKeepsACopyAsBefore() async throws {
         try await withTemporaryDirectory { dir in
-            let (a, b) = try await concurrentEdits(
-                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: "Ann", with: "Anna"),
-                theirs: Self.base.replacingOccurrences(of: "30", with: "31"))
+            let (a, b) = try await Self.disjointEdits(in: dir)
             let report = try await Sync(local: a, remote: b, options: SyncOptions(merge: .none)).run()
             #expect(report.merges.isEmpty && report.conflicts.count == 1 && report.conflicts[0].paths == nil, "\(report)")
             #expect(try a.conflictCopies().count == 1)
@@ -186,9 +188,7 @@ struct FieldMergeTests {
     /// --prefer decides only a field conflict: disjoint edits still merge.
     @Test func aPreferenceDecidesOnlyWhatTheMergeLeaves() async throws {
         try await withTemporaryDirectory { dir in
-            let (a, b) = try await concurrentEdits(
-                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: "Ann", with: "Anna"),
-                theirs: Self.base.replacingOccurrences(of: "30", with: "31"))
+            let (a, b) = try await Self.disjointEdits(in: dir)
             let report = try await Sync(local: a, remote: b, options: SyncOptions(preference: .b)).run()
             #expect(report.merges.count == 1 && report.conflicts.isEmpty, "\(report)")
         }
@@ -205,9 +205,7 @@ struct FieldMergeTests {
     /// A dry run says what would merge, and changes nothing.
     @Test func aDryRunListsTheMerge() async throws {
         try await withTemporaryDirectory { dir in
-            let (a, b) = try await concurrentEdits(
-                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: "Ann", with: "Anna"),
-                theirs: Self.base.replacingOccurrences(of: "30", with: "31"))
+            let (a, b) = try await Self.disjointEdits(in: dir)
             let before = try entry(a)
             let plan = try await Sync(local: a, remote: b, options: SyncOptions(dryRun: true)).run()
             #expect(plan.actions == [.init(id: "Person/p1", kind: .merge, to: .a, paths: ["age", "name"])], "\(plan)")
@@ -219,9 +217,7 @@ struct FieldMergeTests {
     /// (which it would take for a broken frame); the base in this side's history still merges.
     @Test func aFarSideOfProtocolVersion1MergesFromThisSidesHistory() async throws {
         try await withTemporaryDirectory { dir in
-            let (a, b) = try await concurrentEdits(
-                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: "Ann", with: "Anna"),
-                theirs: Self.base.replacingOccurrences(of: "30", with: "31"))
+            let (a, b) = try await Self.disjointEdits(in: dir)
             let path = b.path
             let report = try await offPool {
                 let far = try pipeReplica(path, versions: 1...1)
@@ -236,9 +232,7 @@ struct FieldMergeTests {
     /// Over a pipe to `serve --stdio` (the new request of the protocol), either side first.
     @Test(arguments: [false, true]) func aMergeOverThePipeWritesOneVersionOnBothSides(remoteFirst: Bool) async throws {
         try await withTemporaryDirectory { dir in
-            let (a, b) = try await concurrentEdits(
-                in: dir, base: Self.base, ours: Self.base.replacingOccurrences(of: "Ann", with: "Anna"),
-                theirs: Self.base.replacingOccurrences(of: "30", with: "31"))
+            let (a, b) = try await Self.disjointEdits(in: dir)
             let path = b.path
             let report = try await offPool {
                 let far = try pipeReplica(path)
@@ -283,15 +277,9 @@ struct FieldMergePlannerTests {
 extension RemoteSyncTests {
     @Suite("Field merges through the command line and ssh")
     struct FieldMergeCommandTests {
-        private func stores(_ dir: String) async throws -> (ArchiveStore, ArchiveStore) {
-            try await concurrentEdits(
-                in: dir, base: FieldMergeTests.base, ours: FieldMergeTests.base.replacingOccurrences(of: "Ann", with: "Anna"),
-                theirs: FieldMergeTests.base.replacingOccurrences(of: "30", with: "31"))
-        }
-
         @Test func diffShowsTheMergeAndSyncSaysIt() async throws {
             try await withTemporaryDirectory { dir in
-                let (a, b) = try await stores(dir)
+                let (a, b) = try await FieldMergeTests.disjointEdits(in: dir)
                 let diff = try await runArchiveSync(["diff", dir + "/a", dir + "/b"])
                 #expect(diff.status == 0 && diff.output.contains("merge    Person/p1: age, name") && diff.output.contains("1 merged"), "\(diff)")
                 let sync = try await runArchiveSync(["sync", dir + "/a", dir + "/b"])
@@ -299,7 +287,7 @@ extension RemoteSyncTests {
                 #expect(try text(a) == text(b) && a.conflictCopies().isEmpty)
             }
             try await withTemporaryDirectory { dir in
-                _ = try await stores(dir)
+                _ = try await FieldMergeTests.disjointEdits(in: dir)
                 let json = try await runArchiveSync(["sync", dir + "/a", dir + "/b", "--json"])
                 let report = try JSONDecoder().decode(SyncReport.self, from: Data(json.output.utf8))
                 #expect(json.status == 0 && report.merges == [.init(id: "Person/p1", paths: ["age", "name"])], "\(json)")
@@ -308,7 +296,7 @@ extension RemoteSyncTests {
 
         @Test func mergeNoneKeepsACopyAndAFieldConflictNamesItsPath() async throws {
             try await withTemporaryDirectory { dir in
-                let (a, _) = try await stores(dir)
+                let (a, _) = try await FieldMergeTests.disjointEdits(in: dir)
                 let sync = try await runArchiveSync(["sync", dir + "/a", dir + "/b", "--merge", "none"])
                 #expect(sync.status == 0 && sync.output.contains("conflict Person/p1: kept") && sync.output.hasSuffix(": 1 conflict\n"), "\(sync)")
                 #expect(try a.conflictCopies().count == 1)
@@ -328,7 +316,7 @@ extension RemoteSyncTests {
             let server = try SSHServer.start()
             defer { server.stop() }
             try await withTemporaryDirectory { dir in
-                let (a, b) = try await stores(dir)
+                let (a, b) = try await FieldMergeTests.disjointEdits(in: dir)
                 let (here, far) = (dir + "/a", server.location(dir + "/b"))
                 let remote = ["--rsh", server.rsh, "--remote-cmd", archiveSyncBinary]
                 let sync = try await runArchiveSync(["sync"] + (farFirst ? [far, here] : [here, far]) + remote)
