@@ -72,7 +72,7 @@ package enum SyncPlanner {
         let (kept, lost) = winner == .a ? (a, b) : (b, a)
         let copy = preference == nil ? conflictCopyID(of: lost) : nil
         let conflict = SyncAction.conflict(winner: winner, kept: kept, lost: lost, vector: merged, copy: copy)
-        guard merge == .fields, mergeFormat(a, b) != nil else { return conflict }
+        guard merge == .fields, mergeFormat(a, b) != nil, merged.counters.count < maximumMergedVector else { return conflict }
         // --prefer decides only what the merge leaves: `otherwise` is what it decides.
         return .fieldMerge(a: a, b: b, otherwise: conflict)
     }
@@ -121,6 +121,10 @@ package enum SyncPlanner {
         }
         return try? ObjectID(collection: lost.id.collection, key: key + suffix)
     }
+
+    /// The most entries a vector may have for its object to be merged field by field: each merge
+    /// adds one (see ``mergedVersion(_:_:)``), and the protocol carries at most 1,000.
+    static let maximumMergedVector = 500
 
     /// What every conflict copy's key holds.
     package static let conflictMarker = ".conflict-"

@@ -326,3 +326,25 @@ extension RemoteSyncTests {
         }
     }
 }
+
+extension FieldMergePlannerTests {
+    /// Each merge adds an entry to the vector: from 500 entries on the planner stops merging, so
+    /// that vectors stay within the 1,000 entries the protocol carries.
+    @Test func anObjectWithAVectorOf500EntriesIsNoLongerMerged() throws {
+        /// A concurrent pair whose joined vector has `others` + 2 entries.
+        func pair(others: Int) -> (ReplicaEntry, ReplicaEntry) {
+            let shared = Dictionary(uniqueKeysWithValues: (0..<others).map { (ReplicaID(rawValue: "m\($0)"), 1) })
+            let (x, y) = (ReplicaID(rawValue: "x"), ReplicaID(rawValue: "y"))
+            func entry(_ own: [ReplicaID: Int], _ text: String) -> ReplicaEntry {
+                ReplicaEntry(
+                    id: person, file: "p1.json", vector: VersionVector(shared.merging(own) { $1 }), hash: ContentHash(of: Data(text.utf8)), size: 1,
+                    modified: 5, author: x, isDeleted: false, sequence: 1)
+            }
+            return (entry([x: 2], "a"), entry([x: 1, y: 1], "b"))
+        }
+        let (a, b) = pair(others: 498)
+        if case .conflict = SyncPlanner.action(a: a, b: b, preference: nil, merge: .fields) {} else { Issue.record("merged at 500 entries") }
+        let (a2, b2) = pair(others: 497)
+        if case .fieldMerge = SyncPlanner.action(a: a2, b: b2, preference: nil, merge: .fields) {} else { Issue.record("not merged at 499") }
+    }
+}
