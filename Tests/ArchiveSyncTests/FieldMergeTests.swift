@@ -213,6 +213,27 @@ struct FieldMergeTests {
         }
     }
 
+    /// A property-list object merges the same way, and is written back as a binary property list.
+    @Test func propertyListObjectsMergeToo() async throws {
+        try await withTemporaryDirectory { dir in
+            func plist(_ object: [String: Any]) throws -> Data {
+                try PropertyListSerialization.data(fromPropertyList: object, format: .binary, options: 0)
+            }
+            let a = try ArchiveStore(directory: dir + "/a", options: .init(codec: .propertyList))
+            let b = try ArchiveStore(directory: dir + "/b", options: .init(codec: .propertyList))
+            try a.put(try plist(["name": "Ann", "age": 30, "city": "Oslo"]), as: person, codec: .propertyList)
+            _ = try await Sync(local: a, remote: b).run()
+            try a.put(try plist(["name": "Anna", "age": 30, "city": "Oslo"]), as: person, codec: .propertyList)
+            try b.put(try plist(["name": "Ann", "age": 31, "city": "Oslo"]), as: person, codec: .propertyList)
+            let report = try await Sync(local: a, remote: b).run()
+            #expect(report.merges == [.init(id: "Person/p1", paths: ["age", "name"])], "\(report)")
+            let merged = try PropertyListSerialization.propertyList(from: a.data(for: person), format: nil) as? NSDictionary
+            #expect(merged == ["name": "Anna", "age": 31, "city": "Oslo"] as NSDictionary)
+            #expect(try a.data(for: person).starts(with: Data("bplist00".utf8)) && a.data(for: person) == b.data(for: person))
+            #expect(try entry(a).file == "p1.plist")
+        }
+    }
+
     /// A far side that speaks only protocol version 1 is never sent the merge-base request
     /// (which it would take for a broken frame); the base in this side's history still merges.
     @Test func aFarSideOfProtocolVersion1MergesFromThisSidesHistory() async throws {
