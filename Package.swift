@@ -58,7 +58,7 @@ let package = Package(
         // Sync of two stores: the planner, the executor and the transports.
         .target(
             name: "ArchiveSync",
-            dependencies: ["ArchiveStore", "ArchiveLocking", "ArchiveProcess", "CArchiveShims"]
+            dependencies: ["ArchiveStore", "ArchiveLocking", "ArchiveMerge", "ArchiveProcess", "CArchiveShims"]
         ),
         // A typed in-memory model cache over a store, invalidated by its change stream.
         .target(
@@ -100,7 +100,7 @@ let package = Package(
         // through the CLI over sshd (SSHTests).
         .testTarget(
             name: "ArchiveSyncTests",
-            dependencies: ["ArchiveStore", "ArchiveSync", "TestSupport", "archive-sync"]
+            dependencies: ["ArchiveStore", "ArchiveSync", "ArchiveMerge", "TestSupport", "archive-sync"]
         ),
         // Runs `archive-sync put` as the other process that writes a cached store.
         .testTarget(

@@ -34,16 +34,21 @@ package enum SyncAction: Sendable, Equatable {
     /// sides' merged); the loser's is saved on both sides as `copy` (nil when a preference
     /// decided it: the loser then stays in its side's history only).
     case conflict(winner: SyncSide, kept: ReplicaEntry, lost: ReplicaEntry, vector: VersionVector, copy: ObjectID?)
+    /// Both changed the contents of a JSON or property-list object: the executor merges the
+    /// two field by field against their base (which only it can read), and does `otherwise`
+    /// (a `conflict`) when fields conflict or there is no base.
+    indirect case fieldMerge(a: ReplicaEntry, b: ReplicaEntry, otherwise: SyncAction)
 }
 
 /// The sync planner: a pure function of the two rows an object has on the two sides.
 ///
 /// - Same contents: nothing to copy; differing vectors are merged.
 /// - One vector dominates: that side's version (or tombstone) is copied to the other.
-/// - Concurrent vectors: an edit beats a delete; two edits are a conflict, which keeps both.
+/// - Concurrent vectors: an edit beats a delete; two edits are a conflict, which keeps both,
+///   or, with `merge` on and both stored as JSON or property list, a field merge.
 /// - A tombstone facing nothing needs nothing: the other side never had the object.
 package enum SyncPlanner {
-    package static func action(a: ReplicaEntry?, b: ReplicaEntry?, preference: SyncPreference?) -> SyncAction {
+    package static func action(a: ReplicaEntry?, b: ReplicaEntry?, preference: SyncPreference?, merge: SyncMerge = .none) -> SyncAction {
         guard let a else {
             guard let b, !b.isDeleted else { return .none }
             return .copy(to: .a, source: b, target: nil, vector: b.vector)
@@ -66,7 +71,10 @@ package enum SyncPlanner {
         let winner = self.winner(a: a, b: b, preference: preference)
         let (kept, lost) = winner == .a ? (a, b) : (b, a)
         let copy = preference == nil ? conflictCopyID(of: lost) : nil
-        return .conflict(winner: winner, kept: kept, lost: lost, vector: merged, copy: copy)
+        let conflict = SyncAction.conflict(winner: winner, kept: kept, lost: lost, vector: merged, copy: copy)
+        guard merge == .fields, mergeFormat(a, b) != nil, merged.counters.count < maximumMergedVector else { return conflict }
+        // --prefer decides only what the merge leaves: `otherwise` is what it decides.
+        return .fieldMerge(a: a, b: b, otherwise: conflict)
     }
 
     /// The side whose version stays at the id. Both sides compute the same answer: the newer
@@ -113,6 +121,10 @@ package enum SyncPlanner {
         }
         return try? ObjectID(collection: lost.id.collection, key: key + suffix)
     }
+
+    /// The most entries a vector may have for its object to be merged field by field: each merge
+    /// adds one (see ``mergedVersion(_:_:)``), and the protocol carries at most 1,000.
+    static let maximumMergedVector = 500
 
     /// What every conflict copy's key holds.
     package static let conflictMarker = ".conflict-"

@@ -212,6 +212,23 @@ package final class RemoteReplica: SyncReplica {
         }
     }
 
+    package func mergeBases(_ queries: [MergeBaseQuery]) throws -> [MergeBaseAnswer] {
+        // A far side of protocol version 1 has no such request (it would end the session over
+        // a frame of unknown kind): its history is not asked; the other side's may hold the base.
+        guard version >= 2 else { return queries.map { _ in .none } }
+        var answers: [MergeBaseAnswer] = []
+        // A batch of 100 keeps most replies (vectors and a base's bytes each) well within a frame.
+        for start in stride(from: 0, to: queries.count, by: 100) {
+            let batch = Array(queries[start..<min(start + 100, queries.count)])
+            let page = try call(.mergeBases(batch), Wire.Reply.mergeBases)
+            guard page.count == batch.count else {
+                throw SyncError.remote("\(name): the far side answered for \(page.count) of \(batch.count) objects")
+            }
+            answers += page
+        }
+        return answers
+    }
+
     /// Splits `items` into runs of at most ``Wire/maximumCount`` items and, past the first
     /// item of a run, at most ``Wire/batchBytes`` bytes.
     private func batches<T>(_ items: [T], size: (T) -> Int) -> [ArraySlice<T>] {

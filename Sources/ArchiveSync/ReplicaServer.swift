@@ -22,6 +22,8 @@ package final class ReplicaServer {
     private let channel: FrameChannel
     private let log: (String) -> Void
     private var replica: LocalReplica?
+    /// The protocol version the handshake chose.
+    private var version: UInt32 = 0
 
     /// - Parameters:
     ///   - storePath: the store this server is confined to.
@@ -146,6 +148,10 @@ package final class ReplicaServer {
             for ok in applied { writer.bool(ok) }
         case .mergeVectors(let merges):
             try replica.mergeVectors(merges)
+        case .mergeBases(let queries):
+            // As a server of version 1 would: it knows no such request.
+            guard version >= 2 else { throw WireError("a merge-base request in a session of protocol version \(version), which has none") }
+            Self.mergeBases(try replica.mergeBases(queries), into: &writer)
         }
         return writer.bytes
     }
@@ -171,6 +177,7 @@ package final class ReplicaServer {
         }
         let local = LocalReplica(store)
         replica = local
+        version = chosen
         if let peer = hello.peer { log("serving \(store.path) (replica \(local.replica)) to replica \(peer)") }
         return Wire.HelloReply(versions: Wire.versions, chosen: chosen, store: (local.replica, store.path)).encode()
     }
@@ -187,6 +194,21 @@ package final class ReplicaServer {
         writer.bool(count < entries.count)
         writer.count(count)
         writer.append(body)
+    }
+
+    /// Answers to merge-base queries, within a frame: the newest ``Wire/maximumCount`` vectors
+    /// of a history, and a base's bytes only while they fit (without them there is no merge,
+    /// only a conflict copy).
+    private static func mergeBases(_ answers: [MergeBaseAnswer], into writer: inout WireWriter) {
+        writer.count(answers.count)
+        for answer in answers {
+            let vectors = answer.vectors.suffix(Wire.maximumCount)
+            writer.count(vectors.count)
+            for vector in vectors { writer.vector(vector) }
+            let base = answer.base.flatMap { writer.bytes.count + $0.count < Wire.maximumFrame - 4096 ? $0 : nil }
+            writer.bool(base != nil)
+            if let base { writer.data(base) }
+        }
     }
 
     /// The bytes of objects the client asks for by id and hash, read from the files this

@@ -64,9 +64,11 @@ public final class Sync: Sendable {
         let betweenHosts = a is RemoteReplica || b is RemoteReplica
         var tooLarge: SyncError?
         try walk.forEachPage { pairs in
-            for (ea, eb) in pairs {
-                let action = SyncPlanner.action(a: ea, b: eb, preference: options.preference)
-                record(action, in: &planned)
+            let actions = pairs.map { SyncPlanner.action(a: $0.0, b: $0.1, preference: options.preference, merge: options.merge) }
+            // A dry run says what would merge: it reads the concurrent pairs' bytes and bases.
+            let merges = options.dryRun ? try fieldMerges(actions, contents: try fieldMergeContents(actions)) : [:]
+            for action in actions {
+                record(action, merge: merges, in: &planned)
                 if betweenHosts && tooLarge == nil { tooLarge = overLimit(action) }
             }
         }
@@ -100,7 +102,7 @@ public final class Sync: Sendable {
             options.progress?(min(done, total), total)
         }
         try walk.forEachPage { pairs in
-            let page = try prepare(pairs.map { SyncPlanner.action(a: $0.0, b: $0.1, preference: options.preference) })
+            let page = try prepare(pairs.map { SyncPlanner.action(a: $0.0, b: $0.1, preference: options.preference, merge: options.merge) })
             if let previous = landing { try finish(previous) }
             landing = InBackground { try self.land(page) }
         }
@@ -109,7 +111,7 @@ public final class Sync: Sendable {
         return report
     }
 
-    private func replica(_ side: SyncSide) -> any SyncReplica { side == .a ? a : b }
+    func replica(_ side: SyncSide) -> any SyncReplica { side == .a ? a : b }
 
     /// The error for an object `action` would carry between hosts that is over the protocol's
     /// limit; nil when it carries none.
@@ -119,14 +121,17 @@ public final class Sync: Sendable {
         case .copy(let to, let source, _, _): carried = [(source, to.other)]
         // The kept version goes to the loser's side and the lost one is read to save its copy.
         case .conflict(let winner, let kept, let lost, _, _): carried = [(kept, winner), (lost, winner.other)]
+        case .fieldMerge(_, _, let otherwise): return overLimit(otherwise)
         case .none, .merge: return nil
         }
         guard let large = carried.first(where: { !$0.entry.isDeleted && $0.entry.size > Wire.maximumObject }) else { return nil }
         return .tooLarge(id: large.entry.id.description, store: replica(large.from).name, size: large.entry.size)
     }
 
-    /// Counts one action in `report` (and lists it, when the report lists actions).
-    private func record(_ action: SyncAction, in report: inout SyncReport) {
+    /// Counts one action in `report` (and lists it, when the report lists actions). A field
+    /// merge counts as what `merges` says it gave, as a conflict when it says nothing.
+    private func record(_ action: SyncAction, merge merges: [ObjectID: FieldMergeOutcome] = [:], paths: [String]? = nil, in report: inout SyncReport)
+    {
         switch action {
         case .none: return
         case .merge: report.merged += 1
@@ -139,22 +144,33 @@ public final class Sync: Sendable {
             }
             report.actions?.append(.init(id: source.id.description, kind: source.isDeleted ? .delete : .copy, to: to))
         case .conflict(let winner, let kept, _, _, let copy):
-            report.conflicts.append(.init(id: kept.id.description, winner: winner, copy: copy?.description))
-            report.actions?.append(.init(id: kept.id.description, kind: .conflict, to: winner.other, copy: copy?.description))
+            report.conflicts.append(.init(id: kept.id.description, winner: winner, copy: copy?.description, paths: paths))
+            report.actions?.append(.init(id: kept.id.description, kind: .conflict, to: winner.other, copy: copy?.description, paths: paths))
+        case .fieldMerge(let a, _, let otherwise):
+            switch merges[a.id] {
+            case .merged(_, let paths)?:
+                report.merges.append(.init(id: a.id.description, paths: paths))
+                report.actions?.append(.init(id: a.id.description, kind: .merge, to: .a, paths: paths))
+            case .conflict(let paths)?: record(otherwise, paths: paths, in: &report)
+            case nil: record(otherwise, in: &report)
+            }
         }
     }
 
     /// What one write of a sync counts as in the report, once the side has applied it.
-    private enum Tally: Sendable {
+    enum Tally: Sendable {
         case copy(to: SyncSide, deleted: Bool)
         case conflict(SyncReport.Conflict, copy: ObjectID?)
         /// A conflict copy: reported with its conflict.
         case conflictCopy
+        /// One side's write of a field merge: reported once all `writes` (one per side that
+        /// did not already hold the merged bytes) have landed.
+        case fieldMerge(SyncReport.Merge, writes: Int)
     }
 
     /// One write for one side, what it counts as, and the vector merge the sending side makes
     /// once it has landed (the sender has then seen what the receiver had).
-    private struct PlannedWrite: Sendable {
+    struct PlannedWrite: Sendable {
         var object: IncomingObject
         var tally: Tally
         var then: VectorMerge?
@@ -177,6 +193,7 @@ public final class Sync: Sendable {
         var deletedOnA = 0
         var deletedOnB = 0
         var merged = 0
+        var merges: [SyncReport.Merge] = []
         var conflicts: [SyncReport.Conflict] = []
         var skipped: [SyncReport.Skipped] = []
         /// The page's actions that did something, for the progress line.
@@ -188,6 +205,7 @@ public final class Sync: Sendable {
             report.deletedOnA += deletedOnA
             report.deletedOnB += deletedOnB
             report.merged += merged
+            report.merges += merges
             report.conflicts += conflicts
             report.skipped += skipped
         }
@@ -209,6 +227,10 @@ public final class Sync: Sendable {
                 reads[winner]!.append(kept)
                 reads[winner.other]!.append(lost)
                 if let copy { copyIDs.append(copy) }
+            case .fieldMerge(let a, let b, .conflict(_, _, _, _, let copy)):
+                reads[.a]!.append(a)
+                reads[.b]!.append(b)
+                if let copy { copyIDs.append(copy) }
             default: break
             }
         }
@@ -217,6 +239,7 @@ public final class Sync: Sendable {
         }
         let contents: [SyncSide: [ObjectID: Data]] = [.a: readA.contents, .b: readB.contents]
         let existingCopies: [SyncSide: [ObjectID: ContentHash]] = [.a: readA.copies, .b: readB.copies]
+        let merged = try fieldMerges(actions, contents: contents)
 
         /// Queues `entry` (bytes read on `from`) for the other side, unless its bytes changed
         /// after the manifest was read (the next sync picks that up).
@@ -236,6 +259,26 @@ public final class Sync: Sendable {
                     object: IncomingObject(id: entry.id, fileExtension: fileExtension(entry.file), content: content, version: version),
                     tally: tally, then: then))
         }
+        /// Keeps `kept` at the id on both sides and `lost` as the conflict copy `copy`.
+        func keepBoth(winner: SyncSide, kept: ReplicaEntry, lost: ReplicaEntry, vector: VersionVector, copy: ObjectID?, paths: [String]?) {
+            let loser = winner.other
+            guard let lostBytes = contents[loser]![lost.id] else {
+                page.outcome.skipped.append(.init(id: lost.id.description, side: loser))
+                return
+            }
+            if let copy {
+                for side in SyncSide.allCases where existingCopies[side]![copy] != lost.hash {
+                    let version = IncomingVersion(
+                        vector: lost.vector, modified: lost.modified, author: lost.author, expected: existingCopies[side]![copy])
+                    page.writes[side]!.append(
+                        PlannedWrite(
+                            object: IncomingObject(id: copy, fileExtension: fileExtension(lost.file), content: lostBytes, version: version),
+                            tally: .conflictCopy, then: nil))
+                }
+            }
+            let conflict = SyncReport.Conflict(id: kept.id.description, winner: winner, copy: copy?.description, paths: paths)
+            send(kept, from: winner, vector: vector, expected: lost.hash, tally: .conflict(conflict, copy: copy))
+        }
         for action in actions {
             switch action {
             case .none:
@@ -246,24 +289,32 @@ public final class Sync: Sendable {
                 page.outcome.merged += 1
             case .copy(let to, let source, let target, let vector):
                 send(source, from: to.other, vector: vector, expected: target?.liveHash, tally: .copy(to: to, deleted: source.isDeleted))
-            case .conflict(let winner, let kept, let lost, let vector, let copy):
-                let loser = winner.other
-                guard let lostBytes = contents[loser]![lost.id] else {
-                    page.outcome.skipped.append(.init(id: lost.id.description, side: loser))
+            case .fieldMerge(let a, let b, let otherwise):
+                guard case .merged(let bytes, let paths)? = merged[a.id] else {
+                    guard case .conflict(let winner, let kept, let lost, let vector, let copy) = otherwise else { continue }
+                    let paths: [String]? = if case .conflict(let paths)? = merged[a.id] { paths } else { nil }
+                    keepBoth(winner: winner, kept: kept, lost: lost, vector: vector, copy: copy, paths: paths)
                     continue
                 }
-                if let copy {
-                    for side in SyncSide.allCases where existingCopies[side]![copy] != lost.hash {
-                        let version = IncomingVersion(
-                            vector: lost.vector, modified: lost.modified, author: lost.author, expected: existingCopies[side]![copy])
-                        page.writes[side]!.append(
-                            PlannedWrite(
-                                object: IncomingObject(id: copy, fileExtension: fileExtension(lost.file), content: lostBytes, version: version),
-                                tally: .conflictCopy, then: nil))
-                    }
+                let version = SyncPlanner.mergedVersion(a, b)
+                let merge = SyncReport.Merge(id: a.id.description, paths: paths)
+                // A side that already holds the merged bytes (it made the other's change too)
+                // only takes the merged vector: the store makes no version of unchanged bytes.
+                let hash = ContentHash(of: bytes)
+                let writes = [(SyncSide.a, a), (.b, b)].filter { side, entry in
+                    guard entry.hash == hash else { return true }
+                    page.merges[side]!.append(VectorMerge(id: a.id, hash: hash, vector: version.vector))
+                    return false
                 }
-                let conflict = SyncReport.Conflict(id: kept.id.description, winner: winner, copy: copy?.description)
-                send(kept, from: winner, vector: vector, expected: lost.hash, tally: .conflict(conflict, copy: copy))
+                for (side, entry) in writes {
+                    let incoming = IncomingVersion(vector: version.vector, modified: version.modified, author: version.author, expected: entry.hash)
+                    page.writes[side]!.append(
+                        PlannedWrite(
+                            object: IncomingObject(id: a.id, fileExtension: fileExtension(a.file), content: bytes, version: incoming),
+                            tally: .fieldMerge(merge, writes: writes.count), then: nil))
+                }
+            case .conflict(let winner, let kept, let lost, let vector, let copy):
+                keepBoth(winner: winner, kept: kept, lost: lost, vector: vector, copy: copy, paths: nil)
             }
         }
         page.copied = existingCopies.mapValues { Set($0.keys) }
@@ -272,7 +323,7 @@ public final class Sync: Sendable {
 
     /// The bytes of `entries` on one side (where they still match their hashes), and the
     /// hashes of the conflict copies among `copies` that side holds.
-    private func read(_ entries: [ReplicaEntry], copies: [ObjectID], on side: SyncSide) throws -> (
+    func read(_ entries: [ReplicaEntry], copies: [ObjectID], on side: SyncSide) throws -> (
         contents: [ObjectID: Data], copies: [ObjectID: ContentHash]
     ) {
         let data = entries.isEmpty ? [] : try replica(side).contents(of: entries)
@@ -288,6 +339,8 @@ public final class Sync: Sendable {
         var outcome = page.outcome
         var merges = page.merges
         var copied = page.copied
+        // A field merge is reported once its version has landed on every side it was written to.
+        var mergeLanded: [String: Int] = [:]
         // Conflict copies land first, on both sides, in batches of their own: a loser's side
         // gives up the id only once the losing version is saved beside it.
         for copies in [true, false] {
@@ -318,6 +371,9 @@ public final class Sync: Sendable {
                     case .copy(.b, true): outcome.deletedOnB += 1
                     case .conflict(let conflict, _): outcome.conflicts.append(conflict)
                     case .conflictCopy: copied[side]!.insert(write.object.id)
+                    case .fieldMerge(let merge, let writes):
+                        mergeLanded[merge.id, default: 0] += 1
+                        if mergeLanded[merge.id] == writes { outcome.merges.append(merge) }
                     }
                 }
             }
@@ -338,7 +394,7 @@ public final class Sync: Sendable {
 
     /// Runs `body` for side A and side B: at once, on this thread and one more, when both are
     /// `busy`; one after the other on this thread when one is not (no thread for nothing to do).
-    private func bothSides<T: Sendable>(busy: (SyncSide) -> Bool, _ body: @escaping @Sendable (SyncSide) throws -> T) throws -> (T, T) {
+    func bothSides<T: Sendable>(busy: (SyncSide) -> Bool, _ body: @escaping @Sendable (SyncSide) throws -> T) throws -> (T, T) {
         if busy(.a) && busy(.b) { return try inParallel(splittingCores: bothHere, { try body(.a) }, { try body(.b) }) }
         return (try body(.a), try body(.b))
     }
@@ -361,12 +417,6 @@ public final class Sync: Sendable {
         try a.setCheckpoint(for: b.replica, to: b.sequenceAfterOwnWrites(since: walk.sequenceB))
         try b.setCheckpoint(for: a.replica, to: a.sequenceAfterOwnWrites(since: walk.sequenceA))
     }
-}
-
-/// The file extension of a stored file name (`json` for `person1.json`): it names the codec.
-private func fileExtension(_ file: String) -> String {
-    guard let dot = file.lastIndex(of: ".") else { return "json" }
-    return String(file[file.index(after: dot)...])
 }
 
 extension ReplicaEntry {

@@ -30,6 +30,8 @@ package protocol SyncReplica: AnyObject, Sendable {
     /// Writes what the other side sent; false where the object changed since the plan.
     func apply(_ objects: [IncomingObject]) throws -> [Bool]
     func mergeVectors(_ merges: [VectorMerge]) throws
+    /// What this side's history holds for merging each object (see ``MergeBaseQuery``).
+    func mergeBases(_ queries: [MergeBaseQuery]) throws -> [MergeBaseAnswer]
 }
 
 /// A store in a directory on this machine.
@@ -87,4 +89,5 @@ package final class LocalReplica: SyncReplica {
     package func contents(of entries: [ReplicaEntry]) throws -> [Data?] { try entries.map { try store.contents(of: $0) } }
     package func apply(_ objects: [IncomingObject]) throws -> [Bool] { try store.applyIncoming(objects) }
     package func mergeVectors(_ merges: [VectorMerge]) throws { try store.mergeVectors(merges) }
+    package func mergeBases(_ queries: [MergeBaseQuery]) throws -> [MergeBaseAnswer] { try store.mergeBases(queries) }
 }

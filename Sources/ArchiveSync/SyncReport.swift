@@ -7,6 +7,9 @@ public struct SyncOptions: Sendable {
     public var dryRun: Bool
     /// Decide conflicts this way instead of keeping both versions.
     public var preference: SyncPreference?
+    /// How concurrent edits are treated: merged field by field (the default), or never merged.
+    /// ``preference`` decides only what a merge leaves in conflict.
+    public var merge: SyncMerge
     /// Go ahead even when the sync would delete more than half of a side's objects.
     public var force: Bool
     /// Compare every object, not only what changed since the last sync (after a store was
@@ -16,11 +19,12 @@ public struct SyncOptions: Sendable {
     public var progress: (@Sendable (_ done: Int, _ total: Int) -> Void)?
 
     public init(
-        dryRun: Bool = false, preference: SyncPreference? = nil, force: Bool = false, full: Bool = false,
+        dryRun: Bool = false, preference: SyncPreference? = nil, merge: SyncMerge = .fields, force: Bool = false, full: Bool = false,
         progress: (@Sendable (_ done: Int, _ total: Int) -> Void)? = nil
     ) {
         self.dryRun = dryRun
         self.preference = preference
+        self.merge = merge
         self.force = force
         self.full = full
         self.progress = progress
@@ -38,6 +42,17 @@ public struct SyncReport: Sendable, Codable, Equatable {
         /// Where the other version was saved on both sides; nil when a preference decided
         /// (the losing version then stays in its side's history).
         public var copy: String?
+        /// Where a field merge found the two edits conflicting (`name`, `address.city`); nil
+        /// when no merge was tried, empty when it found no base.
+        public var paths: [String]?
+    }
+
+    /// An object whose two concurrent edits were merged field by field: both sides now hold
+    /// the merged version.
+    public struct Merge: Sendable, Codable, Equatable {
+        public var id: String
+        /// Where the merged version differs from the base: what either side changed.
+        public var paths: [String]
     }
 
     /// An object left for the next sync because it changed while this one ran.
@@ -49,13 +64,16 @@ public struct SyncReport: Sendable, Codable, Equatable {
 
     /// One step of the plan, listed by `diff` and `sync --dry-run`.
     public struct Action: Sendable, Codable, Equatable {
-        public enum Kind: String, Sendable, Codable { case copy, delete, conflict }
+        /// `merge`: both sides get the field merge of their edits (`to` is then A).
+        public enum Kind: String, Sendable, Codable { case copy, delete, conflict, merge }
         public var id: String
         public var kind: Kind
         /// The side that changes: where the object is copied to or deleted, or the conflict's loser.
         public var to: SyncSide
         /// A conflict's copy, if one is made.
         public var copy: String?
+        /// The paths a merge changes, or a conflict's conflicting paths.
+        public var paths: [String]?
     }
 
     /// The two stores, as named.
@@ -73,13 +91,16 @@ public struct SyncReport: Sendable, Codable, Equatable {
     public var deletedOnB = 0
     /// Objects both held alike, whose version vectors were merged.
     public var merged = 0
+    /// Objects merged field by field (not counted in ``merged``, which counts vector merges).
+    public var merges: [Merge] = []
     public var conflicts: [Conflict] = []
     public var skipped: [Skipped] = []
     /// The plan, step by step: set for a dry run only.
     public var actions: [Action]?
 
-    /// Objects copied, deleted or in conflict: 0 when the two stores were already equal.
-    public var changes: Int { copiedToA + copiedToB + deletedOnA + deletedOnB + conflicts.count }
+    /// Objects copied, deleted, merged field by field or in conflict: 0 when the two stores
+    /// were already equal.
+    public var changes: Int { copiedToA + copiedToB + deletedOnA + deletedOnB + merges.count + conflicts.count }
 
     /// One line: `3 copied to B, 1 copied to A, 1 deleted on B, 1 conflict`.
     public var summary: String {
@@ -88,6 +109,7 @@ public struct SyncReport: Sendable, Codable, Equatable {
         if copiedToA > 0 { parts.append("\(copiedToA) copied to A") }
         if deletedOnB > 0 { parts.append("\(deletedOnB) deleted on B") }
         if deletedOnA > 0 { parts.append("\(deletedOnA) deleted on A") }
+        if !merges.isEmpty { parts.append("\(merges.count) merged") }
         if !conflicts.isEmpty { parts.append("\(conflicts.count) conflict\(conflicts.count == 1 ? "" : "s")") }
         if !skipped.isEmpty { parts.append("\(skipped.count) changed during the sync, left for the next one") }
         if parts.isEmpty { parts.append("0 changes") }

@@ -22,8 +22,9 @@ import Foundation
 /// a varint length and then the bytes. Every value read is checked: lengths, counts and
 /// sizes against the caps below, ids with the same rules as keys.
 package enum Wire {
-    /// The protocol versions this build speaks.
-    package static let versions: ClosedRange<UInt32> = 1...1
+    /// The protocol versions this build speaks. Version 2 adds ``Kind/mergeBases``: with a far
+    /// side that speaks only 1, a field merge finds its base in the near side's history only.
+    package static let versions: ClosedRange<UInt32> = 1...2
     /// The largest payload a frame may carry; checked before anything is allocated.
     package static let maximumFrame = 64 << 20
     /// The largest object a sync carries between hosts (63 MiB): one object's bytes and the
@@ -93,7 +94,7 @@ package enum Wire {
     package enum Kind: UInt8, Sendable {
         case hello = 1
         case begin, end, makeCurrent, changeSequence, liveObjectCount, checkpoint, setCheckpoint, sequenceAfterOwnWrites
-        case entriesAfter, entriesChanged, entriesFor, contents, apply, mergeVectors
+        case entriesAfter, entriesChanged, entriesFor, contents, apply, mergeVectors, mergeBases
         /// A reply: the request was carried out; its results follow.
         case ok = 0x80
         /// A reply: the request failed; a message follows.

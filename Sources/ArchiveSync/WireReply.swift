@@ -44,6 +44,16 @@ extension Wire {
             try read(payload) { try $0.list("results") { try $0.bool() } }
         }
 
+        /// Per object asked for: its history's vectors, and the base's bytes when kept.
+        package static func mergeBases(_ payload: [UInt8]) throws -> [MergeBaseAnswer] {
+            try read(payload) { reader in
+                try reader.list("merge bases") { answer in
+                    MergeBaseAnswer(
+                        vectors: try answer.list("history vectors") { try $0.vector() }, base: try answer.bool() ? try answer.data() : nil)
+                }
+            }
+        }
+
         /// The message of a `failure` reply.
         package static func failure(_ payload: [UInt8]) throws -> String {
             try read(payload) { try $0.string(max: 65_536, "a message") }
@@ -62,6 +72,7 @@ extension Wire {
             case .entriesFor: _ = try entries(payload)
             case .contents: _ = try contents(payload)
             case .apply: _ = try applied(payload)
+            case .mergeBases: _ = try mergeBases(payload)
             case .ok, .failure: _ = try failure(payload)
             }
         }

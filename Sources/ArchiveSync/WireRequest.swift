@@ -21,6 +21,8 @@ extension Wire {
         case contents([ContentRequest])
         case apply([IncomingObject])
         case mergeVectors([VectorMerge])
+        /// Each object's id and the vector of the base a field merge wants.
+        case mergeBases([MergeBaseQuery])
 
         package struct ContentRequest: Sendable {
             package var id: ObjectID
@@ -44,6 +46,7 @@ extension Wire {
             case .contents: .contents
             case .apply: .apply
             case .mergeVectors: .mergeVectors
+            case .mergeBases: .mergeBases
             }
         }
 
@@ -98,6 +101,12 @@ extension Wire {
                     writer.hash(merge.hash)
                     writer.vector(merge.vector)
                 }
+            case .mergeBases(let queries):
+                writer.count(queries.count)
+                for query in queries {
+                    writer.id(query.id)
+                    writer.vector(query.base)
+                }
             }
             return writer.bytes
         }
@@ -137,6 +146,8 @@ extension Wire {
             case .mergeVectors:
                 request = .mergeVectors(
                     try reader.list("vector merges") { VectorMerge(id: try $0.id(), hash: try $0.hash(), vector: try $0.vector()) })
+            case .mergeBases:
+                request = .mergeBases(try reader.list("merge bases") { MergeBaseQuery(id: try $0.id(), base: try $0.vector()) })
             }
             try reader.finish()
             return request

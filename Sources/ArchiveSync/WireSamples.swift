@@ -31,6 +31,7 @@ extension Wire {
                         version: IncomingVersion(vector: vector, modified: 1_700_000_000_000_000_000, author: peer, expected: nil)),
                 ]),
                 .mergeVectors([VectorMerge(id: id, hash: hash, vector: vector), VectorMerge(id: id, hash: nil, vector: VersionVector())]),
+                .mergeBases([MergeBaseQuery(id: id, base: vector), MergeBaseQuery(id: id, base: VersionVector())]),
             ]
         }
 
@@ -80,6 +81,16 @@ extension Wire {
                 reply(.apply) {
                     $0.count(2)
                     $0.bool(true)
+                    $0.bool(false)
+                },
+                reply(.mergeBases) {
+                    $0.count(2)
+                    $0.count(2)
+                    $0.vector(VersionVector([peer: 1]))
+                    $0.vector(VersionVector([peer: 2]))
+                    $0.bool(true)
+                    $0.data(data)
+                    $0.count(0)
                     $0.bool(false)
                 },
                 reply(.failure) { $0.string("another sync of this store is running") },

@@ -43,7 +43,7 @@ struct SyncCommand: ParsableCommand {
         commandName: "sync",
         abstract: "Make two stores equal, two-way, losing nothing either side wrote.",
         discussion: """
-            Per object: the same contents on both sides need nothing; a version that has seen the other's changes (its version vector dominates) is copied over it; two versions made apart are a conflict. A conflict keeps both: the newer version stays at the id on both sides and the other is saved beside it on both sides as KEY.conflict-REPLICA-TIME-HASH (the first 8 characters of the replica that made it, when in UTC, and 8 hex digits of its contents' hash; see `archive-sync conflicts`), unless --prefer decides. Deletes travel too, but an edit beats a delete. The loser of any overwrite stays in history (`archive-sync history`).
+            Per object: the same contents on both sides need nothing; a version that has seen the other's changes (its version vector dominates) is copied over it; two versions made apart are merged field by field when the object is JSON or a property list and the version both last shared is still in either history (the merged version is written on both sides; `--merge none` turns this off). Otherwise, or where the same field changed both ways, they are a conflict. A conflict keeps both: the newer version stays at the id on both sides and the other is saved beside it on both sides as KEY.conflict-REPLICA-TIME-HASH (the first 8 characters of the replica that made it, when in UTC, and 8 hex digits of its contents' hash; see `archive-sync conflicts`), unless --prefer decides (it decides only what a merge leaves). Deletes travel too, but an edit beats a delete. The loser of any overwrite stays in history (`archive-sync history`).
 
             The first sync of two stores compares everything; later ones only what changed since (each store keeps a checkpoint per peer). A sync killed at any moment leaves every object old or new; run it again to finish. A sync that would delete more than half of a side's objects, or a side that is not a store, stops unless --force.
 
@@ -67,6 +67,12 @@ struct SyncCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Decide conflicts instead of keeping both versions: a, b, newer or older.", valueName: "side"))
     var prefer: SyncPreference?
 
+    @Option(
+        help: ArgumentHelp(
+            "How concurrent edits of a JSON or property-list object are treated: fields (merged field by field; a conflict only where the same field changed both ways) or none (always a conflict).",
+            valueName: "mode"))
+    var merge: SyncMerge = .fields
+
     @Flag(help: "Sync even when more than half of a side's objects would be deleted, and make a directory that is not a store one.")
     var force = false
 
@@ -78,14 +84,19 @@ struct SyncCommand: ParsableCommand {
 
     func run() throws {
         let progress = ProgressLine("synced")
-        let options = SyncOptions(dryRun: dryRun, preference: prefer, force: force, full: full, progress: { progress.update($0, $1) })
+        let options = SyncOptions(dryRun: dryRun, preference: prefer, merge: merge, force: force, full: full, progress: { progress.update($0, $1) })
         let report = try stores.sync(options: options, create: force, remote: remote).runNow()
         progress.finish()
         if output.json { return try output.printJSON(report) }
         if dryRun { printPlan(report) }
+        if !dryRun {
+            for merge in report.merges { printLine("merged \(merge.id): \(merge.paths.joined(separator: ", "))") }
+        }
         for conflict in report.conflicts {
             let kept = conflict.winner == .a ? stores.a : stores.b
-            printLine("conflict \(conflict.id): kept the version from \(kept)" + (conflict.copy.map { ", saved the other as \($0)" } ?? ""))
+            printLine(
+                "conflict \(conflict.id)\(describe(conflict.paths)): kept the version from \(kept)"
+                    + (conflict.copy.map { ", saved the other as \($0)" } ?? ""))
         }
         for skipped in report.skipped {
             printLine("skipped \(skipped.id): it changed in \(skipped.side == .a ? stores.a : stores.b) during the sync; the next sync takes it")
@@ -95,28 +106,112 @@ struct SyncCommand: ParsableCommand {
 }
 
 extension SyncPreference: ExpressibleByArgument {}
+extension SyncMerge: ExpressibleByArgument {}
+
+/// ` (name, address.city both changed)` for a conflict a field merge found; nothing when no merge was tried.
+private func describe(_ paths: [String]?) -> String {
+    guard let paths, !paths.isEmpty else { return "" }
+    return " (\(paths.joined(separator: ", ")) changed on both sides)"
+}
 
 struct Conflicts: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List the conflict copies in a store, waiting for a person.",
         discussion: """
-            A sync that finds an object changed on both sides keeps both versions: one at the id, the other beside it as KEY.conflict-REPLICA-TIME-HASH. Resolve one by putting the version you want at the id and removing the copy (`archive-sync rm`); the next sync carries both to the other store.
+            A sync that finds an object changed on both sides (the same field, when it merges field by field) keeps both versions: one at the id, the other beside it as KEY.conflict-REPLICA-TIME-HASH. --diff shows, per copy, where it differs from the current version: each path, both values, and the base's value when history still holds the version both edits started from. Resolve one with `archive-sync resolve`; the next sync carries the resolution to the other store.
 
-            Example: archive-sync conflicts ./store --json
+            Examples:
+              archive-sync conflicts ./store --json
+              archive-sync conflicts ./store --diff
             """
     )
 
     @OptionGroup var store: StoreArgument
+
+    @Flag(help: "Show where each copy differs from the current version, field by field.")
+    var diff = false
+
     @OptionGroup var output: OutputOptions
 
+    /// A copy and where it differs, for `--diff --json`; `error` when it cannot be compared.
+    private struct Compared: Encodable {
+        var copy: ConflictCopy
+        var differences: [ConflictDifference]?
+        var error: String?
+    }
+
     func run() throws {
-        let copies = try store.open().conflictCopies()
+        let opened = try store.open()
+        let copies = try opened.conflictCopies()
+        if diff {
+            let compared = copies.map { copy in
+                do {
+                    return Compared(copy: copy, differences: try opened.conflictDifferences(copy))
+                } catch {
+                    return Compared(copy: copy, error: "\(error)")
+                }
+            }
+            if output.json { return try output.printJSON(compared) }
+            if copies.isEmpty { return print("no conflicts") }
+            for entry in compared {
+                printLine("\(entry.copy.id) (a conflict copy of \(entry.copy.original))")
+                if let error = entry.error { printLine("  \(error)") }
+                for difference in entry.differences ?? [] {
+                    let base = difference.base.map { " (base: \($0))" } ?? ""
+                    printLine("  \(difference.path): current \(difference.current ?? "absent"), copy \(difference.copy ?? "absent")\(base)")
+                }
+            }
+            return
+        }
         if output.json { return try output.printJSON(copies) }
         if copies.isEmpty { return print("no conflicts") }
         print(
             table(
                 [["copy", "of", "bytes", "saved"]]
                     + copies.map { [$0.id.description, $0.original.description, String($0.size), $0.saved.shortDescription] }))
+    }
+}
+
+struct Resolve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Settle a conflict: keep one version at the id and remove the conflict copy.",
+        discussion: """
+            ID is the conflict copy, or the object when it has one copy. --keep current leaves the version at the id; --keep copy makes the copy's version the next version at the id; --keep merged --file F makes F (a JSON document, such as one edited from both; written in the object's codec) the next version. The copy is then removed. The next sync carries both changes to the other store.
+
+            Examples:
+              archive-sync resolve ./store Person/ada --keep copy
+              archive-sync resolve ./store Person/ada --keep merged --file ada.json
+            """
+    )
+
+    enum Keep: String, ExpressibleByArgument, CaseIterable { case current, copy, merged }
+
+    @OptionGroup var store: StoreArgument
+
+    @Argument(help: ArgumentHelp("The conflict copy, or the object it is a copy of, as COLLECTION/KEY.", valueName: "id"))
+    var id: String
+
+    @Option(help: ArgumentHelp("Which version to keep: current, copy or merged.", valueName: "version"))
+    var keep: Keep
+
+    @Option(help: "With --keep merged: the file holding the merged version.")
+    var file: String?
+
+    func run() throws {
+        let objectID = try ObjectID(parsing: id)
+        let resolution: ConflictResolution
+        switch (keep, file) {
+        case (.merged, let file?): resolution = .merged(try readInputFile(file))
+        case (.merged, nil): throw ArchiveError.invalidInput("--keep merged needs --file with the merged version")
+        case (_, _?): throw ArchiveError.invalidInput("--file goes only with --keep merged")
+        case (.current, nil): resolution = .current
+        case (.copy, nil): resolution = .copy
+        }
+        let opened = try store.open()
+        let copy = try opened.conflictCopy(for: objectID)
+        let version = try opened.resolveConflict(copy, keeping: resolution)
+        let kept = version.map { "kept the \(keep.rawValue) version as version \($0)" } ?? "kept the current version"
+        printLine("resolved \(copy.original): \(kept), removed \(copy.id)")
     }
 }
 
@@ -129,7 +224,10 @@ private func printPlan(_ report: SyncReport) {
         case .delete: printLine("delete   \(action.id) on \(side)")
         case .conflict:
             let winner = action.to == .a ? "B" : "A"
-            printLine("conflict \(action.id): keep \(winner)'s, " + (action.copy.map { "save \(side)'s as \($0)" } ?? "\(side)'s stays in history"))
+            printLine(
+                "conflict \(action.id)\(describe(action.paths)): keep \(winner)'s, "
+                    + (action.copy.map { "save \(side)'s as \($0)" } ?? "\(side)'s stays in history"))
+        case .merge: printLine("merge    \(action.id): \((action.paths ?? []).joined(separator: ", "))")
         }
     }
 }

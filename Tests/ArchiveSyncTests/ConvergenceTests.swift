@@ -1,3 +1,4 @@
+import ArchiveMerge
 import ArchiveStore
 import Foundation
 import TestSupport
@@ -78,8 +79,10 @@ struct ConvergenceTests {
     /// behind the store's back on both sides (overlapping keys on purpose), then a sync, three
     /// rounds per seed. After each sync: both stores hold the same objects with the same bytes,
     /// on disk too; every object's latest contents on either side before the sync is at its id,
-    /// in a conflict copy or in history; a delete the other side did not oppose with an edit is
-    /// gone from both; and the next sync changes nothing.
+    /// in a conflict copy or in history; what a side wrote is live (at its id or in a copy) or,
+    /// where the sync merged it field by field, every field it changed holds its value at the
+    /// id; a delete the other side did not oppose with an edit is gone from both; and the next
+    /// sync changes nothing.
     @Test func randomEditsOnBothSidesConverge() async throws {
         let only = ProcessInfo.processInfo.environment["SYNC_SEED"].flatMap { UInt64($0) }
         for seed in only.map({ $0...$0 }) ?? 1...Self.seeds {
@@ -102,6 +105,7 @@ struct ConvergenceTests {
         _ = try await sync(a, b, SyncOptions(force: true)).run()
         for round in 0..<3 {
             let base = try a.liveHashes()
+            let baseContents = try base.keys.reduce(into: [ObjectID: Data]()) { $0[$1] = try a.data(for: $1) }
             var editors = [Editor(store: a, path: dir + "/a", live: [:]), Editor(store: b, path: dir + "/b", live: [:])]
             for i in 0..<2 {
                 editors[i].live = Dictionary(uniqueKeysWithValues: try base.keys.map { ($0, try editors[i].store.data(for: $0)) })
@@ -126,7 +130,13 @@ struct ConvergenceTests {
                     // What this round wrote beats a delete and survives a conflict: it is live,
                     // at its id or in a conflict copy, not only in history.
                     if editor.written.contains(id) {
-                        #expect(liveNow.contains(hash), "\(id)'s new contents are no longer live; \(context)")
+                        if report.merges.contains(where: { $0.id == id.description }) {
+                            let changed = try changedPaths(from: baseContents[id], to: content)
+                            let lost = Document.diff(try Document(json: content), try Document(json: a.data(for: id))).map(\.path)
+                            #expect(changed.isDisjoint(with: lost), "\(id) was merged without this side's fields \(lost); \(context)")
+                        } else {
+                            #expect(liveNow.contains(hash), "\(id)'s new contents are no longer live; \(context)")
+                        }
                     }
                 }
             }
@@ -139,6 +149,12 @@ struct ConvergenceTests {
             let again = try await sync(a, b, SyncOptions()).run()
             #expect(again.changes == 0 && again.merged == 0, "the sync after a sync did something: \(again); \(context)")
         }
+    }
+
+    /// Where `content` differs from `base` (everything, when there was no base).
+    private func changedPaths(from base: Data?, to content: Data) throws -> Set<DocumentPath> {
+        guard let base else { return [DocumentPath()] }
+        return Set(Document.diff(try Document(json: base), try Document(json: content)).map(\.path))
     }
 
     /// A checkpoint ahead of its store's sequence (a store restored from an older copy) falls

@@ -163,7 +163,7 @@ extension RemoteSyncTests {
                 #expect {
                     _ = try pipeReplica(b.path, versions: 7...9)
                 } throws: { error in
-                    "\(error)".contains("the far side speaks protocol version 1 and this side 7 to 9")
+                    "\(error)".contains("the far side speaks protocol version 1 to 2 and this side 7 to 9")
                 }
             }
         }
@@ -353,11 +353,11 @@ extension RemoteSyncTests {
                     (
                         {
                             $0.count(1)
-                            $0.count(2)
-                            $0.count(2)
+                            $0.count(3)
+                            $0.count(3)
                             $0.replica(ReplicaID(rawValue: "farside"))
                             $0.string("/srv/store")
-                        }, "the far side chose protocol version 2, which this side did not offer (it speaks 1)"
+                        }, "the far side chose protocol version 3, which this side did not offer (it speaks 1 to 2)"
                     ),
                     (
                         {
@@ -393,7 +393,7 @@ extension RemoteSyncTests {
                             }, in: dir), name: "far:/srv/store")
                 } throws: {
                     "\($0)"
-                        == "far:/srv/store: the far side speaks protocol version 3 to 4 and this side 1; install the same release of archive-sync on both hosts"
+                        == "far:/srv/store: the far side speaks protocol version 3 to 4 and this side 1 to 2; install the same release of archive-sync on both hosts"
                 }
             }
         }
