@@ -173,6 +173,9 @@ final class SyncBench {
             )
         }
 
+        // 6. Concurrent edits of the same objects, merged field by field or kept as copies.
+        if options.only.contains(6) { try mergeWorkload(a: a, b: b) }
+
         // 5. Peak memory of every timed sync above.
         if options.only.contains(5), let peak = memory.max(by: { $0.1 < $1.1 }) {
             say(
@@ -185,6 +188,46 @@ final class SyncBench {
         print()
         print("Summary:")
         for line in lines { print("  " + line) }
+    }
+
+    /// Workload 6: 1% of the objects edited on both sides, half of them in different fields
+    /// (which merge) and half in the same field (a conflict copy each), synced with merging on;
+    /// then as many other objects edited alike, synced with `--merge none`. The order alternates.
+    private func mergeWorkload(a: String, b: String) throws {
+        let n = options.count
+        let changed = max(2, n / 100)
+        var (merging, copying) = ([Double](), [Double]())
+        for round in 0..<options.runs {
+            // From the middle up, away from workload 4's objects.
+            let first = n / 2 + round * 2 * changed
+            for step in 0..<2 {
+                let objects = (first + step * changed..<first + (step + 1) * changed).map { $0 % n }
+                for i in objects { try editBothSides(i, a: a, b: b, disjoint: i % 2 == 0) }
+                if (round + step) % 2 == 0 {
+                    merging.append(try timed("merging sync", cli, ["sync", a, b]))
+                } else {
+                    copying.append(try timed("sync --merge none", cli, ["sync", a, b, "--merge", "none"]))
+                }
+            }
+        }
+        let cost = median(merging) / median(copying)
+        say(
+            "6. \(grouped(changed)) of \(grouped(n)) edited on both sides, half in disjoint fields: merging \(milliseconds(median(merging))), --merge none \(milliseconds(median(copying))), ratio \(ratio(cost)) (target <= 1.2x) \(verdict(cost <= 1.2))"
+        )
+    }
+
+    /// Rewrites object `i` on both sides: in different fields when `disjoint` (they merge), else
+    /// the same field two ways (a conflict).
+    private func editBothSides(_ i: Int, a: String, b: String, disjoint: Bool) throws {
+        let original = Blob(i)
+        let (here, there): ([String: Any], [String: Any]) =
+            disjoint
+            ? (["n": i, "pad": original.pad, "a": 1], ["n": i, "pad": original.pad, "b": 1])
+            : (["n": i, "pad": String(original.pad.dropLast()) + "y"], ["n": i, "pad": String(original.pad.dropLast()) + "z"])
+        for (store, object) in [(a, here), (b, there)] {
+            let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+            try data.write(to: URL(fileURLWithPath: store + "/" + Blob.collection + "/" + Blob.file(i)))
+        }
     }
 
     private func unisonVersion() -> String {

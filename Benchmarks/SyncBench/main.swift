@@ -20,7 +20,7 @@ struct SyncBenchCommand: ParsableCommand {
         commandName: "sync-bench",
         abstract: "`archive-sync sync` of two directories against rsync -a and unison -batch on the same files, as ratios.",
         discussion: """
-            Workloads: 1 first sync into an empty store vs rsync -a, 2 no-op sync with both sides scanned vs rsync and unison, 3 no-op sync of two watched stores, 4 1% changed on each side vs unison, 5 peak memory of the sync.
+            Workloads: 1 first sync into an empty store vs rsync -a, 2 no-op sync with both sides scanned vs rsync and unison, 3 no-op sync of two watched stores, 4 1% changed on each side vs unison, 5 peak memory of the sync, 6 1% edited on both sides (half in disjoint fields) merged vs the same sync with --merge none.
 
             Exit status: 0 when every workload ran (a missed target prints FAIL), 1 when one failed to run, 2 for bad usage. See Benchmarks/README.md.
             """
@@ -31,7 +31,7 @@ struct SyncBenchCommand: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Run only workload N (1-5; 5 is measured with 1 and 2); repeat or separate with commas for several.", valueName: "N[,N...]"))
+            "Run only workload N (1-6; 5 is measured with 1 and 2); repeat or separate with commas for several.", valueName: "N[,N...]"))
     var only: [WorkloadNumbers] = []
 
     @Option(help: ArgumentHelp("Repetitions of the timed parts; medians are reported.", valueName: "N"))
@@ -42,13 +42,13 @@ struct SyncBenchCommand: ParsableCommand {
     @OptionGroup var archiveSync: ArchiveSyncOption
 
     func validate() throws {
-        _ = try WorkloadNumbers.selected(only, of: 1...5)
+        _ = try WorkloadNumbers.selected(only, of: 1...6)
         guard runs >= 1 else { throw ValidationError("--runs takes a number of at least 1") }
     }
 
     func run() throws {
         let options = SyncBenchOptions(
-            count: quick ? 10_000 : 100_000, runs: runs, only: try WorkloadNumbers.selected(only, of: 1...5), directory: scratch.directory,
+            count: quick ? 10_000 : 100_000, runs: runs, only: try WorkloadNumbers.selected(only, of: 1...6), directory: scratch.directory,
             cli: archiveSync.cli,
             quick: quick)
         do {
