@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The power-cut simulator: runs workloads on a store under the recorder (recorder.c), builds
+"""The power-cut simulator: runs workloads on a store under the recorder (recorder*.c), builds
 the states a power cut at any moment could leave on disk, and checks the store on each with
 the real `archive-sync` CLI. docs/power-cut.md says why it is built this way and what the
 model allows.
@@ -186,7 +186,8 @@ WORKLOADS = {
 def build_recorder(work):
     library = os.path.join(work, "recorder.so")
     compiler = shutil.which("cc") or shutil.which("clang") or "cc"
-    command = [compiler, "-O1", "-shared", "-fPIC", "-o", library, os.path.join(HERE, "recorder.c"), "-ldl"]
+    sources = [os.path.join(HERE, name) for name in ("recorder.c", "recorder_data.c", "recorder_names.c")]
+    command = [compiler, "-O1", "-shared", "-fPIC", "-o", library, *sources, "-ldl"]
     subprocess.run(command, check=True)
     return library
 
