@@ -75,7 +75,7 @@ public final class Sync: Sendable {
         if options.dryRun { return planned }
         // Refused before anything is written: the sync carries every object or none.
         if let tooLarge { throw tooLarge }
-        let total = planned.changes + planned.merged
+        let total = planned.changes + planned.vectorsMerged
         guard total > 0 else {
             try moveCheckpoints(walk, after: report)
             return report
@@ -134,7 +134,7 @@ public final class Sync: Sendable {
     {
         switch action {
         case .none: return
-        case .merge: report.merged += 1
+        case .merge: report.vectorsMerged += 1
         case .copy(let to, let source, _, _):
             switch (to, source.isDeleted) {
             case (.a, false): report.copiedToA += 1
@@ -192,7 +192,7 @@ public final class Sync: Sendable {
         var copiedToB = 0
         var deletedOnA = 0
         var deletedOnB = 0
-        var merged = 0
+        var vectorsMerged = 0
         var merges: [SyncReport.Merge] = []
         var conflicts: [SyncReport.Conflict] = []
         var skipped: [SyncReport.Skipped] = []
@@ -204,7 +204,7 @@ public final class Sync: Sendable {
             report.copiedToB += copiedToB
             report.deletedOnA += deletedOnA
             report.deletedOnB += deletedOnB
-            report.merged += merged
+            report.vectorsMerged += vectorsMerged
             report.merges += merges
             report.conflicts += conflicts
             report.skipped += skipped
@@ -286,7 +286,7 @@ public final class Sync: Sendable {
             case .merge(let merge):
                 page.merges[.a]!.append(merge)
                 page.merges[.b]!.append(merge)
-                page.outcome.merged += 1
+                page.outcome.vectorsMerged += 1
             case .copy(let to, let source, let target, let vector):
                 send(source, from: to.other, vector: vector, expected: target?.liveHash, tally: .copy(to: to, deleted: source.isDeleted))
             case .fieldMerge(let a, let b, let otherwise):

@@ -89,9 +89,9 @@ public struct SyncReport: Sendable, Codable, Equatable {
     public var copiedToB = 0
     public var deletedOnA = 0
     public var deletedOnB = 0
-    /// Objects both held alike, whose version vectors were merged.
-    public var merged = 0
-    /// Objects merged field by field (not counted in ``merged``, which counts vector merges).
+    /// Objects both held alike, whose version vectors were merged (no contents changed).
+    public var vectorsMerged = 0
+    /// Objects whose concurrent edits were merged field by field, with the paths each merge changed.
     public var merges: [Merge] = []
     public var conflicts: [Conflict] = []
     public var skipped: [Skipped] = []

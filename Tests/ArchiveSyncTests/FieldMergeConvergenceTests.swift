@@ -81,7 +81,7 @@ struct FieldMergeConvergenceTests {
             #expect(hashes[0] == hashes[1] && hashes[1] == hashes[2], "the stores differ; \(context)")
             for (x, y) in order {
                 let again = try await Sync(local: stores[x], remote: stores[y]).run()
-                #expect(again.changes == 0 && again.merged == 0, "a sync after convergence did something: \(again); \(context)")
+                #expect(again.changes == 0 && again.vectorsMerged == 0, "a sync after convergence did something: \(again); \(context)")
             }
             let copies = try stores[0].conflictCopies()
             for (s, edits) in written.enumerated() {

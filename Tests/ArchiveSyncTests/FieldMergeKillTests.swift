@@ -63,7 +63,7 @@ extension RemoteSyncTests {
                     #expect(object == ["a": 1, "b": 1, "n": n], "\(id)")
                 }
                 let again = try await Sync(local: a, remote: b).run()
-                #expect(again.changes == 0 && again.merged == 0, "\(again)")
+                #expect(again.changes == 0 && again.vectorsMerged == 0, "\(again)")
             }
         }
     }

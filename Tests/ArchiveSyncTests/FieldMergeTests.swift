@@ -65,7 +65,7 @@ struct FieldMergeTests {
             #expect(ma.vector.dominates(ea.vector) && ma.vector.dominates(eb.vector))
             #expect(try a.history(person).contains { $0.hash == ea.hash } && b.history(person).contains { $0.hash == eb.hash })
             let again = try await Sync(local: a, remote: b).run()
-            #expect(again.changes == 0 && again.merged == 0, "\(again)")
+            #expect(again.changes == 0 && again.vectorsMerged == 0, "\(again)")
         }
     }
 
@@ -79,7 +79,7 @@ struct FieldMergeTests {
             #expect(report.merges == [.init(id: "Person/p1", paths: ["age", "name"])], "\(report)")
             #expect(try text(a) == text(b) && entry(a).vector == entry(b).vector)
             let again = try await Sync(local: a, remote: b).run()
-            #expect(again.changes == 0 && again.merged == 0, "\(again)")
+            #expect(again.changes == 0 && again.vectorsMerged == 0, "\(again)")
         }
     }
 
@@ -171,7 +171,7 @@ struct FieldMergeTests {
             #expect(try Set(stores.map { try text($0) }).count == 1)
             for (x, y) in [(a, c), (b, d), (a, d)] {
                 let met = try await Sync(local: x, remote: y).run()
-                #expect(met.changes == 0 && met.merged == 0, "\(met)")
+                #expect(met.changes == 0 && met.vectorsMerged == 0, "\(met)")
             }
             #expect(try stores.allSatisfy { try $0.conflictCopies().isEmpty })
         }

@@ -80,7 +80,7 @@ struct IncrementalSyncTests {
             #expect(try text(b, "x") == "{\"v\":1}")
             #expect(try a.liveHashes() == b.liveHashes())
             let third = try await Sync(local: a, remote: b).run()
-            #expect(third.changes == 0 && third.merged == 0, "\(third)")
+            #expect(third.changes == 0 && third.vectorsMerged == 0, "\(third)")
         }
     }
 
@@ -95,7 +95,7 @@ struct IncrementalSyncTests {
             _ = try await Sync(local: c, remote: a).run()
             try put(b, "x", "{\"v\":\"s\"}")
             let merged = try await Sync(local: a, remote: b).run()
-            #expect(merged.merged == 1)
+            #expect(merged.vectorsMerged == 1)
             _ = try await Sync(local: c, remote: a).run()
             try put(c, "x", "{\"v\":\"c\"}")
             let report = try await Sync(local: c, remote: a).run()

@@ -92,7 +92,7 @@ extension RemoteSyncTests {
                 #expect(second.incremental && second.copiedToA == 1 && second.deletedOnB == 1, "\(second)")
                 #expect(try a.liveHashes() == b.liveHashes())
                 let third = try await offPool { try Sync(a: LocalReplica(a), b: try pipeReplica(b.path), options: SyncOptions()).runNow() }
-                #expect(third.incremental && third.changes == 0 && third.merged == 0, "\(third)")
+                #expect(third.incremental && third.changes == 0 && third.vectorsMerged == 0, "\(third)")
             }
         }
 
