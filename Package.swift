@@ -117,14 +117,14 @@ let package = Package(
         ),
         .testTarget(
             name: "KeyedArchiveTests",
-            dependencies: ["KeyedArchive"],
+            dependencies: ["KeyedArchive", "TestSupport"],
             resources: [.copy("Fixtures")]
         ),
         // Runs `archive-sync put` as the other process whose writes a watcher reports.
         .testTarget(
             name: "ArchiveMergeTests",
             // The store only to check against its codec and VersionVector: the module has none.
-            dependencies: ["ArchiveMerge", "ArchiveStore"]
+            dependencies: ["ArchiveMerge", "ArchiveStore", "TestSupport"]
         ),
         .testTarget(
             name: "ArchiveWatchTests",

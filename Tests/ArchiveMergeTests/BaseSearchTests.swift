@@ -1,4 +1,5 @@
 import ArchiveStore
+import TestSupport
 import Testing
 
 @testable import ArchiveMerge

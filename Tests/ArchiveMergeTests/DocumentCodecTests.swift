@@ -1,5 +1,6 @@
 import ArchiveStore
 import Foundation
+import TestSupport
 import Testing
 
 @testable import ArchiveMerge

@@ -1,22 +1,7 @@
 import Foundation
+import TestSupport
 
 @testable import ArchiveMerge
-
-/// SplitMix64: the same sequence for the same seed on every machine, so a failing seed can be
-/// replayed.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// Random trees and seeded edits of them, for the merge's property tests.
 struct RandomDocuments {

@@ -1,19 +1,7 @@
 import Foundation
 import KeyedArchive
+import TestSupport
 import Testing
-
-/// SplitMix64: a small seeded generator, so a failing case can be replayed from its seed.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// One random change to an archive's bytes: the kinds of damage a disk, a transfer or an
 /// attacker causes, aimed often at the trailer and offset table, where a reader is most fragile.
