@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two stores, edits on both sides, a conflict: diff, sync, conflicts, and a sync that says 0.
+# Two stores, edits on both sides, a conflict and a field merge: diff, sync, conflicts, and a sync that says 0.
 #
 #   Samples/two-dir-merge.sh BIN_DIR [DIR]     (BIN_DIR holds archive-sync; DIR gets laptop/ and server/)
 set -euo pipefail
@@ -51,6 +51,13 @@ ls "$a/Person" "$b/Person"
 step "archive-sync rm $a $copy; archive-sync sync $a $b      # resolved: keep the server's, drop the copy"
 archive_sync rm "$a" "$copy"
 archive_sync sync "$a" "$b"
+
+step "car1 edited on both sides in different fields: merged field by field, no copy"
+echo '{"color":"blue","id":"car1","model":"Zoe"}' | archive_sync put "$a" Car/car1
+echo '{"id":"car1","model":"Zoe E-Tech"}' | archive_sync put "$b" Car/car1
+step "archive-sync sync $a $b; archive-sync get $b Car/car1"
+archive_sync sync "$a" "$b"
+archive_sync get "$b" Car/car1; echo
 
 step "archive-sync sync $a $b --json      # a sync after a sync does nothing"
 archive_sync sync "$a" "$b" --json
