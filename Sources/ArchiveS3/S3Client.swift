@@ -66,7 +66,7 @@ public final class S3Client: Sendable {
         self.configuration = configuration
         signer = SignatureV4(credentials: configuration.credentials, region: configuration.region)
         var http = HTTPClient.Configuration(
-            redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10)), decompression: .disabled)
+            redirectConfiguration: .disallow, timeout: .init(connect: configuration.connectTimeout.timeAmount), decompression: .disabled)
         http.httpVersion = .http1Only
         httpClient = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http)
     }

@@ -86,10 +86,7 @@ extension S3Client {
         for (name, value) in signed + request.headers { http.headers.add(name: name, value: value) }
         if !request.body.isEmpty { http.body = .bytes(ByteBuffer(bytes: request.body)) }
 
-        let timeout = TimeAmount.nanoseconds(
-            configuration.requestTimeout.components.seconds * 1_000_000_000 + configuration.requestTimeout.components.attoseconds
-                / 1_000_000_000)
-        let response = try await httpClient.execute(http, timeout: timeout)
+        let response = try await httpClient.execute(http, timeout: configuration.requestTimeout.timeAmount)
         let body = try await response.body.collect(upTo: configuration.maxObjectSize + 1)
         let answer = S3Response(status: Int(response.status.code), headers: response.headers, body: Data(body.readableBytesView))
         // A HEAD answer has the object's length and no body.
@@ -153,5 +150,12 @@ struct S3ErrorAnswer {
         default:
             return .http(status: status, code: code, message: "\(subject) failed\(detail.isEmpty ? "" : " (\(detail))")")
         }
+    }
+}
+
+extension Duration {
+    /// The same span as NIO's `TimeAmount`.
+    var timeAmount: TimeAmount {
+        .nanoseconds(components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000)
     }
 }

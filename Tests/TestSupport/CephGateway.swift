@@ -39,6 +39,8 @@ public final class CephGateway: Sendable {
             endpoint: endpoint, credentials: S3Credentials(accessKeyID: Self.accessKey, secretAccessKey: Self.secretKey), bucket: bucket)
         configuration.retry = S3RetryPolicy(maxAttempts: 4, baseDelay: .milliseconds(50), maxDelay: .milliseconds(500))
         configuration.requestTimeout = .seconds(30)
+        // A stopped gateway refuses at once; the client would keep trying to connect for 10 s.
+        configuration.connectTimeout = .milliseconds(500)
         return configuration
     }
 
