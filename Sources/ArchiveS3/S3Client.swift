@@ -78,7 +78,9 @@ public final class S3Client: Sendable {
     /// conditional multipart write only where any writer's bytes are right (content-addressed
     /// blobs, whose key is the hash of their bytes).
     ///
-    /// Throws ``S3Error/preconditionFailed(key:)`` when the condition does not hold.
+    /// An `.ifNoneMatch` write that finds the same bytes already at the key returns their ETag:
+    /// a retry whose first try landed (its answer lost), or another writer of identical bytes,
+    /// is a success. Throws ``S3Error/preconditionFailed(key:)`` when the condition does not hold.
     @discardableResult
     public func put(_ key: String, _ data: Data, condition: S3WriteCondition = .none) async throws -> String {
         if data.count > configuration.multipartThreshold {
