@@ -158,15 +158,20 @@ extension ArchiveStore {
                 { tx in try self.record(staged, directories: directories, tx: tx) },
                 afterCommit: { outcome in
                     committed = outcome
-                    for placement in outcome.placements {
-                        switch placement {
+                    // Each object once: its placements touch names no other object's do, in any
+                    // order, so a large batch makes them on every core.
+                    let placements = outcome.placements
+                    let independent = Set(staged.lazy.map(\.write.id)).count == staged.count
+                    _ = try parallelMap(placements.count, threshold: independent ? 256 : .max) { [staging] index -> Bool in
+                        switch placements[index] {
                         case let .rename(temp, file, directory):
                             try FileSystem.rename(temp, in: staging, to: file, in: directory, path: directory.path.appendingComponent(file))
-                            placed.insert(temp)
                         case let .remove(file, directory):
                             try FileSystem.removeFile(file, in: directory, path: directory.path.appendingComponent(file))
                         }
+                        return true
                     }
+                    for case let .rename(temp, _, _) in placements { placed.insert(temp) }
                 })
             if let intent = outcome.intent { noteCommitted(intent) }
             return outcome.versions
