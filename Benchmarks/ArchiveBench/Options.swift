@@ -9,7 +9,7 @@ struct ArchiveBench: ParsableCommand {
         commandName: "archive-bench",
         abstract: "The store's performance targets, each as a ratio against a baseline measured in the same run.",
         discussion: """
-            Workloads: 1 durable single saves, 2 one batch of saves, 3 cold loads, 4 open + keys of the large store, 5 scan of the unchanged large store vs rsync.
+            Workloads: 1 durable single saves, 2 one batch of saves, 3 cold loads, 4 open + keys of the large store, 5 scan of the unchanged large store vs rsync, 6 eight threads saving at once vs one.
 
             Exit status: 0 when every workload ran (a missed target prints FAIL), 1 when one failed to run, 2 for bad usage. See Benchmarks/README.md.
             """
@@ -18,7 +18,7 @@ struct ArchiveBench: ParsableCommand {
     @Flag(help: "1/10 sizes (1,000 objects; a 10,000-object large store), for a fast check.")
     var quick = false
 
-    @Option(help: ArgumentHelp("Run only workload N (1-5); repeat or separate with commas for several.", valueName: "N[,N...]"))
+    @Option(help: ArgumentHelp("Run only workload N (1-6); repeat or separate with commas for several.", valueName: "N[,N...]"))
     var only: [WorkloadNumbers] = []
 
     @Option(help: ArgumentHelp("Repetitions of the timed parts of workloads 3, 4 and 5 (at least 3).", valueName: "N"))
@@ -29,7 +29,7 @@ struct ArchiveBench: ParsableCommand {
     @OptionGroup var archiveSync: ArchiveSyncOption
 
     func validate() throws {
-        _ = try WorkloadNumbers.selected(only, of: 1...5)
+        _ = try WorkloadNumbers.selected(only, of: 1...6)
         guard runs >= 3 else { throw ValidationError("--runs takes a number of at least 3") }
     }
 
@@ -37,7 +37,7 @@ struct ArchiveBench: ParsableCommand {
     func settings(directory: String) -> BenchOptions {
         BenchOptions(
             count: quick ? 1_000 : 10_000, largeCount: quick ? 10_000 : 100_000, runs: runs,
-            only: (try? WorkloadNumbers.selected(only, of: 1...5)) ?? [], directory: directory, cli: archiveSync.cli, quick: quick)
+            only: (try? WorkloadNumbers.selected(only, of: 1...6)) ?? [], directory: directory, cli: archiveSync.cli, quick: quick)
     }
 }
 

@@ -35,6 +35,7 @@ extension ArchiveBench {
                 Workload(3, "cold loads") { try coldLoads(options) },
                 Workload(4, "open + keys") { try openAndKeys(options, large: large) },
                 Workload(5, "scan") { try scanUnchanged(options, large: large) },
+                Workload(6, "eight threads") { try threadedSaves(options) },
             ], only: options.only, directory: options.directory)
         runRoot.remove()
 

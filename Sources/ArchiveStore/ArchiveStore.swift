@@ -15,10 +15,11 @@ import Foundation
 /// try store.restore(Person.self, forKey: "person1", version: 1)
 /// ```
 ///
-/// Writes are atomic and durable: each object is written to a temp file in its collection's
-/// directory, flushed, renamed over the old file, and the directory is flushed, before the
-/// manifest records the new version. A process killed at any moment leaves each object old
-/// or new, never half-written; the next open finishes the bookkeeping.
+/// Writes are atomic and durable: a save returns once one flushed manifest commit holds the
+/// new version's bytes; its file, written to a temp file first, is renamed into place right
+/// after, and made durable by a `syncfs` within a second (or when the store is released).
+/// A process killed or a power cut at any moment leaves each object old or new, never
+/// half-written; the next open puts back from the manifest any file a cut lost.
 ///
 /// One store may be used from many threads and tasks at once, and by several processes at
 /// once: SQLite's write lock orders every write, so no process loses another's write (the
@@ -70,6 +71,18 @@ public final class ArchiveStore: Sendable {
     let root: Descriptor
     /// Whether a recovery of interrupted writes waits (``pendingRecovery``).
     let recoveryState = TracedMutex(RecoveryState())
+    /// This process's committed writes that wait for a `syncfs` (Durability.swift).
+    let durability = TracedMutex(DurabilityState())
+    /// `.archive-sync/staging`, where saves write their files before their commit (the
+    /// metadata directory itself, never written, when the store is read-only).
+    let staging: Descriptor
+    /// Saves of several threads that land together, committed as one (Writes+Commit.swift).
+    let commitQueue = CommitQueue()
+
+    deinit {
+        // Released: its committed writes get their `syncfs` now rather than at the next open.
+        try? settleCommittedWrites()
+    }
 
     /// Opens the store in `directory`, creating it when missing (unless `options.create` is false).
     ///
@@ -117,6 +130,7 @@ public final class ArchiveStore: Sendable {
                 historyLimit: options.historyLimit,
                 mayCreate: options.create, madeMetadata: madeMetadata, readOnly: Self.writeRefusal(root: root, path: directory))
             manifestInode = try FileSystem.status(Manifest.fileName, in: metadataHandle, path: directory)?.stamp.inode ?? 0
+            staging = manifest.writeRefusal == nil ? try Self.openStaging(root: root, path: directory) : metadataHandle
             // Recovery writes: on a store that cannot be written, reads see the last recorded state.
             interruptedWrites = manifest.writeRefusal == nil ? 0 : try manifest.read { try $0.intents().count { !$0.owner.isRunning } }
         } catch {

@@ -48,13 +48,14 @@ extension ArchiveStore {
     }
 
     /// A temp file name no other process or thread uses, that names its owner for clean-up.
-    private func tempName() -> String {
+    func tempName() -> String {
         let me = ProcessIdentity.current
         let n = tempCounter.add(1, ordering: .relaxed).newValue
         return "\(FileName.tempPrefix)\(me.pid).\(me.startTime).\(n)"
     }
 
-    /// Applies saves and deletes with one durability barrier, in the crash-safe order:
+    /// Applies writes with a ``PendingWrite/condition`` (a sync's, a cache's evictions) in the
+    /// crash-safe order that pays three flushes:
     ///
     /// 1. under the manifest's write lock: leave out what is already stored exactly as asked,
     ///    and record an intent naming every temp file and target (a dead process's intent
@@ -63,15 +64,8 @@ extension ArchiveStore {
     /// 3. under the write lock again: rename each temp over its target (or unlink the target
     ///    of a delete), record each change, `fsync` each directory once, drop the intent, commit.
     ///
-    /// - Returns: each object's version afterwards, in the order of `requested`.
-    @discardableResult
-    func apply(_ requested: [PendingWrite]) throws -> [Int] {
-        try applyChecked(requested).map { $0 ?? 0 }
-    }
-
-    /// ``apply(_:)``, where a write with a ``PendingWrite/condition`` is skipped when its object
-    /// no longer holds what the condition names: another process changed it, in the manifest
-    /// or only on disk so far. Checked in both transactions, the second time just before the
+    /// A write is skipped when its object no longer holds what the condition names: another
+    /// process changed it, in the manifest or only on disk so far. Checked in both transactions, the second time just before the
     /// renames, so a change made meanwhile is never overwritten (a sync's writes, a cache's
     /// evictions).
     ///
@@ -126,7 +120,7 @@ extension ArchiveStore {
         }
     }
 
-    /// What ``apply(_:)`` will write.
+    /// What ``applyChecked(_:then:)`` will write.
     private struct WritePlan: Sendable {
         /// The version of each requested write already stored as asked; nil for those to write
         /// and for conditional writes skipped because their object changed.
@@ -137,7 +131,7 @@ extension ArchiveStore {
         var intent: Int64?
     }
 
-    /// Phase 1 of ``apply(_:)``: drops writes already stored exactly as asked (same file and
+    /// Phase 1 of ``applyChecked(_:then:)``: drops writes already stored exactly as asked (same file and
     /// bytes, or a delete of what is deleted) and records the intent for the rest. An object
     /// written more than once in one batch is always written, in order.
     ///
@@ -172,7 +166,7 @@ extension ArchiveStore {
 
     /// Why `write` must not be made: the file it writes, or the file its live row names (which
     /// it replaces or removes), is not one a write of the store makes.
-    private static func damage(of write: PendingWrite, record: ObjectRecord?) -> ArchiveError? {
+    static func damage(of write: PendingWrite, record: ObjectRecord?) -> ArchiveError? {
         if write.content != nil, let problem = FileName.problem(withFile: write.file, ofKey: write.id.key) {
             return .damagedRecord(write.id, file: write.file, problem: problem)
         }
@@ -181,7 +175,7 @@ extension ArchiveStore {
     }
 
     /// The current version when `write` would change nothing, else nil. `record` is its object's row.
-    private func storedVersion(matching write: PendingWrite, record: ObjectRecord?) throws -> Int? {
+    func storedVersion(matching write: PendingWrite, record: ObjectRecord?) throws -> Int? {
         guard let record else { return write.content == nil ? 0 : nil }
         if write.content == nil { return record.isDeleted ? record.version : nil }
         guard !record.isDeleted, record.file == write.file, record.hash == write.hash, record.schemaVersion == write.schemaVersion
@@ -194,7 +188,7 @@ extension ArchiveStore {
 
     /// Opens a collection's directory, creating it when asked; nil when it does not exist.
     /// (Its entry in the store's directory is made durable by the first commit into it.)
-    private func openCollection(_ collection: String, create: Bool) throws -> Descriptor? {
+    func openCollection(_ collection: String, create: Bool) throws -> Descriptor? {
         let name = FileName.encode(collection)
         do {
             return try FileSystem.openDirectory(name, in: root, path: path.appendingComponent(name))
@@ -205,7 +199,7 @@ extension ArchiveStore {
         }
     }
 
-    /// Phase 2 of ``apply(_:)``: writes the temp files, on every core for a large batch, and
+    /// Phase 2 of ``applyChecked(_:then:)``: writes the temp files, on every core for a large batch, and
     /// flushes them: `fdatasync` for one, one `syncfs` for many.
     private func writeTempFiles(_ writes: inout [PendingWrite], entries: [WriteIntent.Entry], directories: [ExactName: Descriptor]) throws {
         let snapshot = writes
@@ -228,7 +222,7 @@ extension ArchiveStore {
         }
     }
 
-    /// Phase 3 of ``apply(_:)``, inside the write transaction: renames, records, flushes the
+    /// Phase 3 of ``applyChecked(_:then:)``, inside the write transaction: renames, records, flushes the
     /// directories and drops the intent. Returns each write's version. `beforeRenames` is
     /// given the writes skipped because the manifest no longer holds what they expect.
     private func commit(
@@ -345,7 +339,10 @@ extension ArchiveStore {
             waiting = (interrupted.count, interrupted.reduce(0) { $0 + ($1.entries?.count ?? 0) })
             var unreadable: [Int64] = []
             for intent in interrupted {
-                if let entries = intent.entries {
+                if let entries = intent.entries, intent.isCommitted {
+                    try restoreCommitted(intent.id, entries)
+                    waiting = (waiting.writes - 1, waiting.objects - entries.count)
+                } else if let entries = intent.entries {
                     try reconcile(intent.id, entries)
                     waiting = (waiting.writes - 1, waiting.objects - entries.count)
                 } else {

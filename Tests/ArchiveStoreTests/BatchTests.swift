@@ -33,6 +33,9 @@ struct BatchTests {
             #expect(filesInStore(path).count == 501)
             #expect(filesInStore(path).allSatisfy { !$0.contains(FileName.tempPrefix) })
             #expect(try store.status().sequence == 500)
+            // Only the committed intent, until the `syncfs` that settles it.
+            #expect(try store.manifest.read { try $0.intents() }.allSatisfy(\.isCommitted))
+            try store.settleCommittedWrites()
             #expect(try store.manifest.read { try $0.intents() }.isEmpty)
         }
     }

@@ -138,14 +138,14 @@ def workload_retention(runner):
     runner.restore("P/a", 9)
 
 
-def workload_writer(runner):
+def workload_writer(runner, *options, saves=12):
     """crash-writer's library saves and batches of four, stopped after a dozen saves."""
     writer = os.path.join(os.path.dirname(runner.cli), "crash-writer")
     with open(runner.log, "ab") as log:
-        process = subprocess.Popen([writer, runner.path("S"), "0"], stdout=log, env=runner.env)
+        process = subprocess.Popen([writer, runner.path("S"), "0", *options], stdout=log, env=runner.env)
     deadline = time.time() + 30
     # Its acknowledgements, roughly counted (a written byte could look like one): enough to stop.
-    while time.time() < deadline and len(re.findall(rb"\n[0-9]+ k", open(runner.log, "rb").read())) < 12:
+    while time.time() < deadline and len(re.findall(rb"\n[0-9]+ k", open(runner.log, "rb").read())) < saves:
         time.sleep(0.2)
     process.send_signal(signal.SIGUSR2)  # the recorder's stop: between two recorded calls
     try:
@@ -153,6 +153,17 @@ def workload_writer(runner):
     except subprocess.TimeoutExpired:
         process.kill()
         raise SystemExit("power-cut: crash-writer did not stop within 60 s of SIGUSR2")
+
+
+def workload_threads(runner):
+    """crash-writer's saves from four threads at once, each its own keys: group commits."""
+    workload_writer(runner, "4", saves=24)
+
+
+def workload_window(runner):
+    """crash-writer's saves with a pause of 1.5 s after every third: cuts before, inside and
+    after the second within which the store's background `syncfs` settles them."""
+    workload_writer(runner, "1", "3", saves=10)
 
 
 def workload_sync(runner):
@@ -177,6 +188,8 @@ WORKLOADS = {
     "restore": workload_restore,
     "retention": workload_retention,
     "writer": workload_writer,
+    "threads": workload_threads,
+    "window": workload_window,
     "sync": workload_sync,
 }
 

@@ -218,4 +218,4 @@ def check_sync(options, root, log, cut):
     return problems
 
 
-CHECKERS = {"writer": check_writer, "sync": check_sync}
+CHECKERS = {"writer": check_writer, "threads": check_writer, "window": check_writer, "sync": check_sync}

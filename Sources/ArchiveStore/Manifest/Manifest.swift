@@ -16,6 +16,11 @@ final class Manifest: Sendable {
     static let defaultHistoryLimit = 10
 
     private let connection: TracedMutex<SQLiteConnection>
+    /// `writer.lock` beside the manifest, held (`flock`) from a write's `BEGIN` until what it
+    /// does after its commit is done (``write(flushed:_:afterCommit:)``): a write's files are
+    /// put in place after the commit that makes it durable, and no other process's write may
+    /// come between the two. -1 when the store is read-only or the file cannot be opened.
+    private let writerLock: Int32
     /// The manifest's resolved path, for a second connection (``ArchiveStore/openManifestReader()``).
     let path: String
     /// This store's replica id, made when the store was created.
@@ -85,6 +90,17 @@ final class Manifest: Sendable {
         writeRefusal = readOnly
         self.path = path
         connection = TracedMutex(db)
+        writerLock = readOnly == nil ? Glibc.open(Self.writerLockPath(manifest: path), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644) : -1
+    }
+
+    deinit {
+        if writerLock >= 0 { close(writerLock) }
+    }
+
+    /// `writer.lock` in the manifest's directory.
+    static func writerLockPath(manifest: String) -> String {
+        guard let slash = manifest.lastIndex(of: "/") else { return "writer.lock" }
+        return String(manifest[...slash]) + "writer.lock"
     }
 
     /// Reads under one consistent snapshot.
@@ -101,26 +117,51 @@ final class Manifest: Sendable {
 
     /// Writes in one transaction, holding SQLite's write lock (and so excluding every other
     /// writer in every process) from the start. Rolls back if `body` throws.
-    func write<T: Sendable>(_ body: (ManifestTransaction) throws -> T) throws -> T {
-        if let writeRefusal { throw writeRefusal }
-        return try transaction("BEGIN IMMEDIATE", body)
+    ///
+    /// `flushed: false` commits without flushing the WAL (`synchronous=NORMAL` for this one
+    /// transaction): for a change a power cut may undo, such as dropping committed intents
+    /// that a `syncfs` has just made needless (an open checks one that comes back).
+    func write<T: Sendable>(flushed: Bool = true, _ body: (ManifestTransaction) throws -> T) throws -> T {
+        try write(flushed: flushed, body, afterCommit: { _ in })
     }
 
-    private func transaction<T: Sendable>(_ begin: String, _ body: (ManifestTransaction) throws -> T) throws -> T {
+    /// ``write(flushed:_:)``, then `afterCommit` with its result, still excluding every
+    /// other writer of every process (`writer.lock`) and before the changes are published:
+    /// a save puts its files in place there, after the commit that made it durable.
+    func write<T: Sendable>(flushed: Bool = true, _ body: (ManifestTransaction) throws -> T, afterCommit: (T) throws -> Void) throws -> T {
+        if let writeRefusal { throw writeRefusal }
+        return try transaction("BEGIN IMMEDIATE", flushed: flushed, body, afterCommit: afterCommit)
+    }
+
+    private func transaction<T: Sendable>(
+        _ begin: String, flushed: Bool = true, _ body: (ManifestTransaction) throws -> T, afterCommit: (T) throws -> Void = { _ in }
+    ) throws -> T {
         try connection.withLock { db in
+            // Every writer takes it before SQLite's lock, so that no two wait on each other.
+            let locks = begin != "BEGIN" && writerLock >= 0
+            if locks {
+                while flock(writerLock, LOCK_EX) != 0 && errno == EINTR {}
+            }
+            defer { if locks { flock(writerLock, LOCK_UN) } }
+            // SQLite refuses to change it inside a transaction: set around this one, under
+            // the connection's lock, so that no other transaction commits unflushed.
+            if !flushed { try db.execute("PRAGMA synchronous=NORMAL") }
+            defer { if !flushed { try? db.execute("PRAGMA synchronous=FULL") } }
             try db.execute(begin)
             let tx = ManifestTransaction(db: db, replica: replica)
+            let result: T
             do {
-                let result = try body(tx)
+                result = try body(tx)
                 try db.execute("COMMIT")
-                // Still under the connection's lock: a catch-up read of other processes'
-                // changes sees these either not at all or already published (never twice).
-                if !tx.recorded.isEmpty { feed.publish(tx.recorded) }
-                return result
             } catch {
                 try? db.execute("ROLLBACK")
                 throw error
             }
+            try afterCommit(result)
+            // Still under the connection's lock: a catch-up read of other processes'
+            // changes sees these either not at all or already published (never twice).
+            if !tx.recorded.isEmpty { feed.publish(tx.recorded) }
+            return result
         }
     }
 

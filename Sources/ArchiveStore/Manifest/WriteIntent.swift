@@ -18,6 +18,16 @@ struct WriteIntent: Sendable {
         var vector: VersionVector? = nil
         var modified: Int64? = nil
         var author: ReplicaID? = nil
+        /// True in a *committed* intent: recorded in the same commit as its writes, whose
+        /// files were put in place after it without a flush, and dropped once a `syncfs` has
+        /// made them durable (Durability.swift).
+        var committed: Bool? = nil
+        /// In a committed intent: the hash the object's file held before the write, which
+        /// recovery takes for a rename a power cut lost.
+        var previous: ContentHash? = nil
+        /// In a committed intent: the object's file under another name that the write removed
+        /// (a change of codec), which a power cut may have kept.
+        var replaced: String? = nil
 
         /// The sync's version this write carries, if it is a sync's.
         var incoming: ReplicatedVersion? {
@@ -32,6 +42,10 @@ struct WriteIntent: Sendable {
     /// makes (an invalid id, a file that is not the key's, a temp name that is not one): a
     /// damaged manifest's record, which recovery must not follow by name.
     var entries: [Entry]?
+
+    /// Whether this is a committed intent (``Entry/committed``): its writes are recorded, and
+    /// recovery puts their files back from the manifest rather than reconciling them.
+    var isCommitted: Bool { entries?.first?.committed == true }
 }
 
 extension WriteIntent.Entry {
@@ -43,6 +57,7 @@ extension WriteIntent.Entry {
         else { return false }
         if !file.isEmpty, FileName.problem(withFile: file, ofKey: key) != nil { return false }
         if let temp, !temp.hasPrefix(FileName.tempPrefix) || temp.contains("/") { return false }
+        if let replaced, FileName.problem(withFile: replaced, ofKey: key) != nil { return false }
         return true
     }
 
@@ -112,6 +127,18 @@ extension WriteIntent.Entry {
             if let author = entry.author {
                 field("author")
                 string(author.rawValue)
+            }
+            if entry.committed == true {
+                field("committed")
+                out += Array("true".utf8)
+            }
+            if let previous = entry.previous {
+                field("previous")
+                string(previous.description)
+            }
+            if let replaced = entry.replaced {
+                field("replaced")
+                string(replaced)
             }
             out.append(UInt8(ascii: "}"))
         }

@@ -126,7 +126,7 @@ extension ArchiveStore {
 
     /// The process that wrote a temp file (`.archive-sync-tmp.PID.START.N`), or nil when the
     /// name is not a temp file's.
-    private static func tempFileOwner(_ name: UnsafeBufferPointer<UInt8>) -> ProcessIdentity? {
+    static func tempFileOwner(_ name: UnsafeBufferPointer<UInt8>) -> ProcessIdentity? {
         guard name.starts(with: FileName.tempPrefix.utf8) else { return nil }
         let parts = String(decoding: name.dropFirst(FileName.tempPrefix.utf8.count), as: UTF8.self).split(separator: ".")
         guard parts.count == 3, let pid = Int32(parts[0]), let start = Int64(parts[1]) else { return nil }

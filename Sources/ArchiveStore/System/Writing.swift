@@ -86,6 +86,14 @@ extension FileSystem {
         try check("rename", path()) { renameat(directory.fd, from, directory.fd, to) }
     }
 
+    /// Atomically replaces `to` in `directory` with `from` in `source` (one file system). The
+    /// corresponding C function is `renameat`.
+    static func rename(_ from: String, in source: Descriptor, to: String, in directory: Descriptor, path: @autoclosure () -> String) throws {
+        try checkEntryName(from, "rename", path: path)
+        try checkEntryName(to, "rename", path: path)
+        try check("rename", path()) { renameat(source.fd, from, directory.fd, to) }
+    }
+
     /// Renames `from` to `to`, both in `directory`, only if nothing stands at `to`: one atomic
     /// call where the file system can (`renameat2` with `RENAME_NOREPLACE`), else a check and
     /// a rename.

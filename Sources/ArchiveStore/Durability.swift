@@ -1,0 +1,162 @@
+import Dispatch
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// A save is durable when its one manifest commit is: that commit holds the version's bytes
+// and a *committed intent* naming each object whose file it changes. The files are staged
+// before it and put in place after it (Writes+Commit.swift) with no flush of their own: one
+// `syncfs` makes them durable later (a second after the first unflushed write, or when the
+// store is released), and only then does the intent go. An open after a power cut puts back
+// each listed file that the cut left missing, empty, torn or older, from the manifest's bytes.
+
+/// This process's committed intents that no `syncfs` has made durable yet.
+struct DurabilityState: Sendable {
+    var committed: [Int64] = []
+    /// Whether a settle is scheduled.
+    var scheduled = false
+}
+
+extension ArchiveStore {
+    /// How long committed intents wait for the `syncfs` that lets them go. It bounds the work
+    /// an open after a power cut does, not what a power cut can lose.
+    static let settleDelay = DispatchTimeInterval.seconds(1)
+
+    /// The directory in `.archive-sync` where a save's files are written before its commit:
+    /// a power cut before the commit can leave one there only, where every open finds it.
+    static let stagingDirectory = "staging"
+
+    /// Opens `.archive-sync/staging`, making it when missing, and removes the files that
+    /// writes of processes no longer running left in it (a cut or a kill before their commit).
+    static func openStaging(root: Descriptor, path: String) throws -> Descriptor {
+        let relative = FileName.metadataDirectory.appendingComponent(stagingDirectory)
+        let where_ = path.appendingComponent(relative)
+        try FileSystem.makeDirectory(relative, in: root, path: where_)
+        let staging = try FileSystem.openDirectory(relative, in: root, path: where_)
+        for entry in try FileSystem.listDirectory(staging, path: where_) {
+            let owner = Array(entry.name.utf8).withUnsafeBufferPointer { Self.tempFileOwner($0) }
+            if owner.map({ !$0.isRunning }) ?? true {
+                try FileSystem.removeFile(entry.name, in: staging, path: where_.appendingComponent(entry.name))
+            }
+        }
+        return staging
+    }
+
+    /// After a write's commit: remembers its intent, and schedules one settle for every
+    /// intent remembered within the next second.
+    func noteCommitted(_ intent: Int64) {
+        let schedule = durability.withLock { state -> Bool in
+            state.committed.append(intent)
+            defer { state.scheduled = true }
+            return !state.scheduled
+        }
+        guard schedule else { return }
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + Self.settleDelay) { [weak self] in
+            // A settle that fails fails no save (each is durable in the manifest already): its
+            // intents stay for the next settle or the next open.
+            try? self?.settleCommittedWrites()
+        }
+    }
+
+    /// Makes this process's committed renames and unlinks durable with one `syncfs`, then
+    /// drops their intents, in a commit that needs no flush: an intent a power cut brings back
+    /// is checked by the next open, which finds its files as the manifest says.
+    func settleCommittedWrites() throws {
+        let ids = durability.withLock { state -> [Int64] in
+            defer {
+                state.committed = []
+                state.scheduled = false
+            }
+            return state.committed
+        }
+        guard !ids.isEmpty else { return }
+        do {
+            try FileSystem.syncFileSystem(root, path: path)
+            try manifest.write(flushed: false) { tx in
+                for id in ids { try tx.removeIntent(id) }
+            }
+        } catch {
+            durability.withLock { $0.committed += ids }
+            throw ArchiveError.wrap(error)
+        }
+    }
+
+    /// Finishes a committed intent whose owner did not settle it (it died, or a power cut came
+    /// first): each object's file is made to hold what the manifest recorded. A file the cut
+    /// left missing, empty, torn (each 512-byte sector the recorded bytes or zeros) or holding
+    /// an earlier version is put back from the manifest's bytes, and one an unlink kept is
+    /// removed; a file holding anything else is another program's edit, recorded as a scan
+    /// would. Then one `syncfs`, and the intent goes.
+    func restoreCommitted(_ intent: Int64, _ entries: [WriteIntent.Entry]) throws {
+        try manifest.write(flushed: false) { tx in
+            for entry in entries {
+                let id = ObjectID(unchecked: entry.collection, key: entry.key)
+                // A damaged row's file is never followed (as in reconcile).
+                guard let row = try tx.object(id), FileName.problem(withFile: row.file, ofKey: id.key) == nil else { continue }
+                let name = FileName.encode(entry.collection)
+                var directory = try FileSystem.openDirectoryIfPresent(name, in: root, path: path.appendingComponent(name))
+                if directory == nil, !row.isDeleted {
+                    try FileSystem.makeDirectory(name, in: root, path: path.appendingComponent(name))
+                    directory = try FileSystem.openDirectory(name, in: root, path: path.appendingComponent(name))
+                }
+                guard let directory else { continue }
+                var earlier = Set(try tx.history(id).filter { $0.version < row.version }.compactMap(\.hash))
+                if let previous = entry.previous { earlier.insert(previous) }
+                if let replaced = entry.replaced, ExactName(replaced) != ExactName(row.file) {
+                    let where_ = directory.path.appendingComponent(replaced)
+                    if let kept = try FileSystem.readFile(name.appendingComponent(replaced), in: root, path: where_),
+                        kept.isEmpty || earlier.contains(ContentHash(of: kept))
+                    {
+                        try FileSystem.removeFile(replaced, in: directory, path: where_)
+                    }
+                }
+                let where_ = directory.path.appendingComponent(row.file)
+                let onDisk = try FileSystem.readFile(name.appendingComponent(row.file), in: root, path: where_)
+                if row.isDeleted {
+                    if let onDisk, onDisk.isEmpty || earlier.contains(ContentHash(of: onDisk)) {
+                        try FileSystem.removeFile(row.file, in: directory, path: where_)
+                    } else {
+                        try reconcileFile(row.file, of: id, in: directory, tx: tx)
+                    }
+                    continue
+                }
+                if onDisk.map(ContentHash.init(of:)) != row.hash, let content = try tx.content(of: id, version: row.version),
+                    Self.lostToACut(onDisk, recorded: content, earlier: earlier)
+                {
+                    let temp = tempName()
+                    let stamp = try FileSystem.writeNewFile(temp, in: staging, data: content, sync: false, path: where_)
+                    try FileSystem.rename(temp, in: staging, to: row.file, in: directory, path: where_)
+                    try tx.updateStamp(id, stamp)
+                } else {
+                    try reconcileFile(row.file, of: id, in: directory, tx: tx)
+                }
+            }
+            // Even where nothing was put back: a dead owner's renames may still be only in
+            // the page cache (it was killed, and no power cut came).
+            try FileSystem.syncFileSystem(root, path: path)
+            try tx.removeIntent(intent)
+        }
+    }
+
+    /// Whether `onDisk` (nil: no file) is what a power cut leaves of a file written with
+    /// `recorded` and never flushed, or of a rename or unlink it lost: nothing, an empty file,
+    /// the bytes of an earlier version, or `recorded` with some 512-byte sectors lost (read as
+    /// zeros) or cut short.
+    static func lostToACut(_ onDisk: Data?, recorded: Data, earlier: Set<ContentHash>) -> Bool {
+        guard let onDisk else { return true }
+        if onDisk.isEmpty || earlier.contains(ContentHash(of: onDisk)) { return true }
+        guard onDisk.count <= recorded.count else { return false }
+        let kept = [UInt8](onDisk)
+        let whole = [UInt8](recorded)
+        var start = 0
+        while start < kept.count {
+            let end = min(start + 512, kept.count)
+            let sector = kept[start..<end]
+            guard sector.elementsEqual(whole[start..<end]) || sector.allSatisfy({ $0 == 0 }) else { return false }
+            start = end
+        }
+        return true
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import ArchiveStore
+
+/// A save is durable once its one manifest commit is: its file is renamed into place after
+/// that commit with no flush, and made durable later by one `syncfs` (Durability.swift). A
+/// power cut before that may lose the rename, the unlink or the file's bytes; the next open
+/// puts each listed file back from the manifest's bytes.
+@Suite struct CommittedWriteTests {
+    /// Keeps `store` from settling on its own while a test runs.
+    private func holdSettles(_ store: ArchiveStore) {
+        store.durability.withLock { $0.scheduled = true }
+    }
+
+    /// What a power cut leaves of `store`'s unsettled writes: their intents, owned by a process
+    /// that no longer runs, and no settle when the store is released.
+    private func cutPower(_ store: ArchiveStore) throws {
+        store.durability.withLock { $0.committed = [] }
+        try store.manifest.write { tx in try tx.db.run("UPDATE intents SET start = -1") }
+    }
+
+    @Test func anOpenPutsBackWhatAPowerCutLostAfterTheCommit() throws {
+        try withTemporaryDirectory { dir throws in
+            let path = dir + "/store"
+            let first = try ArchiveCodec.json.encode(Person(name: "v1", age: 1))
+            let long = Person(name: String(repeating: "long ", count: 300), age: 1)
+            let fresh = try ArchiveCodec.json.encode(long)
+            do {
+                let store = try ArchiveStore(directory: path)
+                holdSettles(store)
+                try store.save(Person(name: "v1", age: 1), forKey: "older")
+                try store.save(Person(name: "v1", age: 1), forKey: "empty")
+                try store.save(Person(name: "gone", age: 1), forKey: "deleted")
+                try store.save(Person(name: "edited", age: 1), forKey: "edited")
+                try store.settleCommittedWrites()
+                try store.save(Person(name: "v2", age: 2), forKey: "older")
+                try store.save(Person(name: "v2", age: 2), forKey: "empty")
+                try store.save(Person(name: "new", age: 1), forKey: "missing")
+                try store.save(long, forKey: "torn")
+                try store.remove(Person.self, forKey: "deleted")
+                try store.save(Person(name: "edited", age: 2), forKey: "edited")
+                #expect(try store.manifest.read { try $0.intents() }.count == 6)
+                #expect(try store.manifest.read { try $0.intents() }.allSatisfy(\.isCommitted))
+                try cutPower(store)
+            }
+            // What the cut may leave: a rename lost (the file holds the version before, or is
+            // not there), bytes lost or torn, an unlink lost, and another program's edit since.
+            try overwrite(path + "/Person/older.json", with: first)
+            try overwrite(path + "/Person/empty.json", with: Data())
+            try FileManager.default.removeItem(atPath: path + "/Person/missing.json")
+            try overwrite(path + "/Person/torn.json", with: Data(fresh.prefix(512)) + Data(repeating: 0, count: fresh.count - 512))
+            try overwrite(path + "/Person/deleted.json", with: ArchiveCodec.json.encode(Person(name: "gone", age: 1)))
+            try overwrite(path + "/Person/edited.json", with: Data("{\"by\":\"another program\"}".utf8))
+
+            let store = try ArchiveStore(directory: path)
+            #expect(try store.load(Person.self, forKey: "older") == Person(name: "v2", age: 2))
+            #expect(try store.history(of: Person.self, forKey: "older").map(\.version) == [1, 2])
+            #expect(try store.load(Person.self, forKey: "empty") == Person(name: "v2", age: 2))
+            #expect(try store.load(Person.self, forKey: "missing") == Person(name: "new", age: 1))
+            #expect(try store.load(Person.self, forKey: "torn") == long)
+            #expect(!entryExists(path + "/Person/deleted.json"))
+            #expect(try store.keys(of: Person.self) == ["edited", "empty", "missing", "older", "torn"])
+            // Bytes the object never had are another program's edit: recorded, not overwritten.
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path + "/Person/edited.json")) == Data("{\"by\":\"another program\"}".utf8))
+            #expect(try store.history(of: Person.self, forKey: "edited").map(\.version) == [1, 2, 3])
+            #expect(try store.manifest.read { try $0.intents() }.isEmpty)
+            #expect(try store.verify().isClean)
+        }
+    }
+
+    @Test func settlingDropsTheCommittedIntents() throws {
+        try withStore { store, path throws in
+            holdSettles(store)
+            try store.save(Person(name: "a", age: 1), forKey: "a")
+            #expect(try store.manifest.read { try $0.intents() }.count == 1)
+            try store.settleCommittedWrites()
+            #expect(try store.manifest.read { try $0.intents() }.isEmpty)
+        }
+    }
+
+    /// A cut before the commit leaves the staged file only, which the next open removes.
+    @Test func anOpenRemovesFilesStagedByAWriterThatIsGone() throws {
+        try withStore { store, path throws in
+            let staged = path + "/.archive-sync/staging/.archive-sync-tmp.\(Int32.max).1.1"
+            try overwrite(staged, with: Data("half".utf8))
+            _ = try ArchiveStore(directory: path)
+            #expect(!entryExists(staged))
+        }
+    }
+
+    /// Saves of several threads at once share commits (group commit), and each gets its own version.
+    @Test func threadsSavingAtOnceEachGetTheirVersion() throws {
+        try withStore { store, path throws in
+            let done = DispatchGroup()
+            let versions = Mutex<[Int: [Int]]>([:])
+            for thread in 0..<8 {
+                done.enter()
+                Thread.detachNewThread {
+                    defer { done.leave() }
+                    for round in 1...10 {
+                        let version = (try? store.save(Person(name: "t\(thread)", age: round), forKey: "k\(thread)")) ?? -1
+                        versions.withLock { $0[thread, default: []].append(version) }
+                    }
+                }
+            }
+            done.wait()
+            for thread in 0..<8 {
+                #expect(versions.withLock { $0[thread] } == Array(1...10))
+                #expect(try store.load(Person.self, forKey: "k\(thread)") == Person(name: "t\(thread)", age: 10))
+            }
+            #expect(try store.verify().isClean)
+        }
+    }
+}
