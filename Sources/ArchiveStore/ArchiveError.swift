@@ -88,7 +88,7 @@ public enum ArchiveError: ExitStatusError, Sendable, Equatable {
         case .system(let error):
             return error.description
         case .manifest(let error):
-            return "manifest error: \(error)"
+            return "manifest error\(error.store.map { " in \($0)" } ?? ""): \(error)"
         case .manifestBusy(let error):
             return "another process has held the store's manifest locked for too long, so nothing was done; try again (\(error))"
         case .unexpected(let message):
