@@ -1,0 +1,44 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// Tests/PowerCut/faults.c, the write-fault library the simulator preloads.
+private let faultsSource = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .appendingPathComponent("PowerCut/faults.c")
+
+/// Reads on a full disk, with the faults library standing in for the disk: from the first
+/// call on, every create fails with ENOSPC (no inode left) or every write does (no block left).
+@Suite("Full disk")
+struct FullDiskTests {
+    /// A store whose manifest has a `-wal` but no `-shm` index (a power cut lost the index's
+    /// name, which SQLite never flushes) is read on a disk with no inode left to make the index
+    /// again: the manifest is opened in exclusive locking mode, with its index in memory.
+    /// Before, SQLite's "unable to open database file" failed every read.
+    @Test func aStoreCanBeReadOnADiskWithNoInodeLeft() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = directory + "/S"
+            let object = directory + "/object.json"
+            try Data(#"{"name":"Ada"}"#.utf8).write(to: URL(fileURLWithPath: object))
+            #expect(try runArchiveSync(["init", store]).status == 0)
+            #expect(try runArchiveSync(["put", store, "Person/p1", "--file", object]).status == 0)
+            let manifest = store + "/.archive-sync/manifest.sqlite"
+            try? FileManager.default.removeItem(atPath: manifest + "-shm")
+            #expect(FileManager.default.createFile(atPath: manifest + "-wal", contents: Data()))
+
+            let library = directory + "/faults.so"
+            let compiler = try run("/bin/sh", ["-c", "cc -O1 -shared -fPIC -o '\(library)' '\(faultsSource.path)' -ldl"])
+            try #require(compiler.status == 0, "\(compiler)")
+            let archiveSync = try #require(builtProduct(named: "archive-sync"), "archive-sync is not built")
+            for disk in ["no-inodes", "full"] {
+                let environment = [
+                    "POWER_CUT_ROOT=\(directory)", "POWER_CUT_FAULT=ENOSPC:1:\(disk)", "POWER_CUT_FAULT_COUNTER=\(directory)/counter-\(disk)",
+                    "LD_PRELOAD=\(library)",
+                ]
+                let listed = try await offPool { try run("/usr/bin/env", environment + [archiveSync, "ls", store, "Person"]) }
+                #expect(listed.status == 0 && listed.output.contains("p1"), "on a disk out of \(disk): \(listed)")
+                let fired = (try? String(contentsOfFile: "\(directory)/counter-\(disk).fired", encoding: .utf8)) ?? ""
+                #expect(!fired.isEmpty, "no call failed: the test no longer reaches the full disk")
+            }
+        }
+    }
+}
