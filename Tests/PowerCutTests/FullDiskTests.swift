@@ -6,10 +6,39 @@ import Testing
 private let faultsSource = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .appendingPathComponent("PowerCut/faults.c")
 
-/// Reads on a full disk, with the faults library standing in for the disk: from the first
-/// call on, every create fails with ENOSPC (no inode left) or every write does (no block left).
+/// Compiles the faults library into `directory`; returns its path.
+private func compileFaults(in directory: String) throws -> String {
+    let library = directory + "/faults.so"
+    let compiler = try run("/bin/sh", ["-c", "cc -O1 -shared -fPIC -o '\(library)' '\(faultsSource.path)' -ldl"])
+    try #require(compiler.status == 0, "\(compiler)")
+    return library
+}
+
+/// A full or failing disk, with the faults library standing in for it: from the first call on,
+/// every create fails with ENOSPC (no inode left) or every write does (no block left); or one
+/// chosen call fails with EIO.
 @Suite("Full disk")
 struct FullDiskTests {
+    /// A new store whose entry in its parent could not be flushed: the error names the store
+    /// (it named only the parent: "fsync(/srv/) failed: Input/output error").
+    @Test func aStoreThatCouldNotBeCreatedIsNamed() async throws {
+        try await withTemporaryDirectory { directory in
+            let library = try compileFaults(in: directory)
+            let archiveSync = try #require(builtProduct(named: "archive-sync"), "archive-sync is not built")
+            // Counted under the directory: 1, mkdir of the directory (there already); 2, mkdir
+            // of the store; 3, the flush of the directory that makes the store's name durable.
+            let environment = [
+                "POWER_CUT_ROOT=\(directory)", "POWER_CUT_FAULT=EIO:3", "POWER_CUT_FAULT_COUNTER=\(directory)/counter", "LD_PRELOAD=\(library)",
+            ]
+            let made = try await offPool { try run("/usr/bin/env", environment + [archiveSync, "init", directory + "/S"]) }
+            let fired = (try? String(contentsOfFile: directory + "/counter.fired", encoding: .utf8)) ?? ""
+            try #require(fired.contains("fsync \(directory)"), "the third call is no longer the flush of the parent: \(fired)")
+            #expect(made.status == 1, "\(made)")
+            #expect(made.errorOutput.contains("the store \(directory)/S could not be created: fsync(\(directory)"), "\(made)")
+            #expect(made.errorOutput.contains("Input/output error"), "\(made)")
+        }
+    }
+
     /// A store whose manifest has a `-wal` but no `-shm` index (a power cut lost the index's
     /// name, which SQLite never flushes) is read on a disk with no inode left to make the index
     /// again: the manifest is opened in exclusive locking mode, with its index in memory.
@@ -25,9 +54,7 @@ struct FullDiskTests {
             try? FileManager.default.removeItem(atPath: manifest + "-shm")
             #expect(FileManager.default.createFile(atPath: manifest + "-wal", contents: Data()))
 
-            let library = directory + "/faults.so"
-            let compiler = try run("/bin/sh", ["-c", "cc -O1 -shared -fPIC -o '\(library)' '\(faultsSource.path)' -ldl"])
-            try #require(compiler.status == 0, "\(compiler)")
+            let library = try compileFaults(in: directory)
             let archiveSync = try #require(builtProduct(named: "archive-sync"), "archive-sync is not built")
             for disk in ["no-inodes", "full"] {
                 let environment = [
