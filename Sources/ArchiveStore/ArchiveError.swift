@@ -51,6 +51,9 @@ public enum ArchiveError: ExitStatusError, Sendable, Equatable {
     /// The store's manifest is missing, empty or damaged, so the store was not opened (and
     /// nothing was changed): `archive-sync repair` rebuilds it from the object files.
     case damagedManifest(store: String, problem: String)
+    /// A new store's directory could not be made, or made durable in its parent (a full
+    /// disk, a failing one); the system's error is kept.
+    case storeNotCreated(path: String, cause: SystemCallError)
     /// The store can be read but not written (a read-only file system, no write permission);
     /// the write was refused before anything changed.
     case readOnly(path: String, reason: String)
@@ -88,7 +91,7 @@ public enum ArchiveError: ExitStatusError, Sendable, Equatable {
         case .system(let error):
             return error.description
         case .manifest(let error):
-            return "manifest error: \(error)"
+            return "manifest error\(error.store.map { " in \($0)" } ?? ""): \(error)"
         case .manifestBusy(let error):
             return "another process has held the store's manifest locked for too long, so nothing was done; try again (\(error))"
         case .unexpected(let message):
@@ -109,6 +112,8 @@ public enum ArchiveError: ExitStatusError, Sendable, Equatable {
         case .damagedManifest(let store, let problem):
             return
                 "\(store) is not a usable store: its manifest (\(FileName.metadataDirectory)/manifest.sqlite) \(problem); run `archive-sync repair \(store)` to rebuild it from the object files (its history cannot be recovered)"
+        case .storeNotCreated(let path, let cause):
+            return "the store \(path) could not be created: \(cause)"
         case .readOnly(let path, let reason):
             return "\(path) is read-only (\(reason)): it can be read (ls, get, history, status, verify) but not changed"
         }

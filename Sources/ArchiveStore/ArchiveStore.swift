@@ -101,7 +101,10 @@ public final class ArchiveStore: Sendable {
         self.options = options
         do {
             if options.create {
-                try FileSystem.makeDirectories(directory)
+                // The error names the store, not only the parent whose flush failed.
+                do { try FileSystem.makeDirectories(directory) } catch let error as SystemCallError {
+                    throw ArchiveError.storeNotCreated(path: directory, cause: error)
+                }
             }
             do {
                 root = try FileSystem.openDirectory(directory, path: directory, followSymlink: true)

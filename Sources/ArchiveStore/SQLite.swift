@@ -19,10 +19,24 @@ public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String
     /// The statement that failed; nil when opening the database failed.
     public let sql: String?
+    /// The `errno` of the system call that failed under SQLite (`sqlite3_system_errno`), kept
+    /// for I/O failures only: SQLite reports a failed flush as "disk I/O error" whatever the
+    /// cause, a full disk included. 0 when there is none.
+    public var systemErrno: Int32 = 0
+    /// The database file, when the error came from an open connection.
+    public var database: String? = nil
 
     public var description: String {
-        if let sql { return "SQLite error \(code): \(message) (in: \(sql))" }
-        return "SQLite error \(code): \(message)"
+        let cause = systemErrno == 0 ? "" : " (\(String(cString: strerror(systemErrno))))"
+        if let sql { return "SQLite error \(code): \(message)\(cause) (in: \(sql))" }
+        return "SQLite error \(code): \(message)\(cause)"
+    }
+
+    /// The store whose manifest `database` is (the directory holding `.archive-sync`), else the file.
+    public var store: String? {
+        guard let database else { return nil }
+        guard let range = database.range(of: "/.archive-sync/", options: .backwards) else { return database }
+        return String(database[..<range.lowerBound])
     }
 
     /// The primary result code: the extended code's low byte.
@@ -37,6 +51,8 @@ public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// `SQLITE_IOERR_SHMSIZE`, a macro Swift does not import: the `-shm` file could not be grown.
 private let sqliteIOErrorShmSize = SQLITE_IOERR | (19 << 8)
+/// `SQLITE_IOERR_SHMOPEN`: the `-shm` file was made but could not be set up (no room).
+private let sqliteIOErrorShmOpen = SQLITE_IOERR | (18 << 8)
 
 private let SQLITE_TRANSIENT = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
@@ -96,7 +112,9 @@ final class SQLiteConnection {
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             if let db { sqlite3_close_v2(db) }
-            throw SQLiteError(code: rc, message: message, sql: nil)
+            var error = SQLiteError(code: rc, message: message, sql: nil)
+            error.database = path
+            throw error
         }
         return db
     }
@@ -120,10 +138,12 @@ final class SQLiteConnection {
     /// Opens the database at `path` in WAL mode.
     ///
     /// WAL mode keeps its index in shared memory, a `-shm` file beside the database that the
-    /// first connection makes: on a disk too full for it, the database is opened again in
+    /// first connection makes: on a disk too full for it (no room to grow it, or no inode to
+    /// make it: SQLite says it cannot open the file), the database is opened again in
     /// exclusive locking mode, whose index lives in this process's memory, so that reads
     /// never need free space. (No other process has it open then, or its `-shm` would exist;
-    /// one that comes meanwhile waits.)
+    /// one that comes meanwhile waits.) A `-wal` file that cannot be made fails the same way
+    /// again.
     ///
     /// `synchronous=FULL` flushes the WAL at every commit: with NORMAL, a commit that returned
     /// (an acknowledged save, or the intent that must be durable before its rename) could be
@@ -134,7 +154,9 @@ final class SQLiteConnection {
             let db = try SQLiteConnection(path: path)
             try db.execute(settings)
             return db
-        } catch let error as SQLiteError where error.code == sqliteIOErrorShmSize || error.code & 0xff == SQLITE_FULL {
+        } catch let error as SQLiteError
+            where [sqliteIOErrorShmSize, sqliteIOErrorShmOpen].contains(error.code) || [SQLITE_FULL, SQLITE_CANTOPEN].contains(error.primaryCode)
+        {
             let db = try SQLiteConnection(path: path)
             try db.execute("PRAGMA locking_mode=EXCLUSIVE; " + settings)
             return db
@@ -153,7 +175,7 @@ final class SQLiteConnection {
         if rc != SQLITE_OK {
             let message = error.map { String(cString: $0) } ?? "unknown error"
             sqlite3_free(error)
-            throw SQLiteError(code: rc, message: message, sql: sql)
+            throw withCause(SQLiteError(code: rc, message: message, sql: sql))
         }
     }
 
@@ -230,7 +252,20 @@ final class SQLiteConnection {
     }
 
     private func lastError(_ rc: Int32, sql: String) -> SQLiteError {
-        SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+        withCause(SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(handle)), sql: sql))
+    }
+
+    /// `error` with the database's file and, for an I/O failure, the system's reason.
+    private func withCause(_ error: SQLiteError) -> SQLiteError {
+        var error = error
+        if let name = sqlite3_db_filename(handle, "main") { error.database = String(cString: name) }
+        // SQLite reads errno when it reports the error, not when the call failed: a later call
+        // may have set it since (to ENOENT, say). Kept only when it is a cause of a failed write.
+        let cause = sqlite3_system_errno(handle)
+        if [SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN].contains(error.primaryCode) && [ENOSPC, EDQUOT, EIO, EROFS, EFBIG].contains(cause) {
+            error.systemErrno = cause
+        }
+        return error
     }
 }
 

@@ -43,6 +43,19 @@ struct ErrorCauseTests {
         }
     }
 
+    /// A manifest error names the store whose manifest failed (a command's one sentence on a
+    /// full disk said only "manifest error: SQLite error 13: database or disk is full").
+    @Test func aManifestErrorNamesItsStore() throws {
+        try withTemporaryDirectory { dir in
+            try FileManager.default.createDirectory(atPath: dir + "/S/.archive-sync", withIntermediateDirectories: true)
+            let db = try SQLiteConnection(path: dir + "/S/.archive-sync/manifest.sqlite", mode: .create)
+            var caught: (any Error)?
+            do { try db.execute("CREATE TABLE t(x UNIQUE); INSERT INTO t VALUES (1); INSERT INTO t VALUES (1)") } catch { caught = error }
+            let error = ArchiveError.wrap(try #require(caught))
+            #expect(error.description.hasPrefix("manifest error in \(dir)/S: SQLite error 2067"), "\(error)")
+        }
+    }
+
     /// A failure nobody described is a failure (exit 1), never the user's bad input (exit 2).
     @Test func anUnknownErrorIsAFailureNotBadInput() {
         struct Unforeseen: Error {}

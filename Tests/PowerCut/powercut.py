@@ -25,6 +25,8 @@ import tempfile
 import time
 
 from powercut_checks import CHECKERS, check_acknowledged
+from powercut_faults import StepRecorder, fault_plan, run_trial
+from powercut_workloads import workload_recovery, workload_sync_retention, workload_watch
 from powercut_model import Log, build_state, parse_log, read_tree, write_state
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -182,6 +184,9 @@ def workload_sync(runner):
     runner.sync(keys)
 
 
+# Workloads whose work is not a sequence of CLI commands run to completion: no write faults.
+NO_FAULTS = {"writer", "watch"}
+
 WORKLOADS = {
     "saves": workload_saves,
     "removes": workload_removes,
@@ -191,18 +196,27 @@ WORKLOADS = {
     "threads": workload_threads,
     "window": workload_window,
     "sync": workload_sync,
+    "watch": lambda runner: workload_watch(runner, document),
+    "sync-retention": lambda runner: workload_sync_retention(runner, document),
+    "recovery": lambda runner: workload_recovery(runner, document),
 }
 
 # Driver --------------------------------------------------------------------------------------
 
 
-def build_recorder(work):
-    library = os.path.join(work, "recorder.so")
+def build_library(work, name, sources):
+    library = os.path.join(work, name)
     compiler = shutil.which("cc") or shutil.which("clang") or "cc"
-    sources = [os.path.join(HERE, name) for name in ("recorder.c", "recorder_data.c", "recorder_names.c")]
-    command = [compiler, "-O1", "-shared", "-fPIC", "-o", library, *sources, "-ldl"]
+    command = [compiler, "-O1", "-shared", "-fPIC", "-o", library, *(os.path.join(HERE, s) for s in sources), "-ldl"]
     subprocess.run(command, check=True)
     return library
+
+
+def build_recorder(work):
+    """The recorder, preloaded after the faults library (faults.c), which does nothing unless
+    POWER_CUT_FAULT asks it to: each process runs with both."""
+    recorder = build_library(work, "recorder.so", ("recorder.c", "recorder_data.c", "recorder_names.c"))
+    return build_library(work, "faults.so", ("faults.c",)) + ":" + recorder
 
 
 def describe_cut(log, cut):
@@ -251,6 +265,7 @@ def main():
     parser.add_argument("--sabotage", choices=["drop-flushed"], help="break what the model promises, to show the checker catches it")
     parser.add_argument("--expect-broken", action="store_true", help="succeed only when some state broke an invariant")
     parser.add_argument("--keep-failures", help="write each state that broke an invariant into this folder")
+    parser.add_argument("--faults", type=int, default=0, help="write faults to inject, shared among the workloads of CLI commands (-1: at every call of every command, both kinds)")
     options = parser.parse_args()
     # The folder holding the products; given a test runner (inside `NAME.xctest` or not), its own.
     options.bin = os.path.abspath(options.bin)
@@ -261,8 +276,11 @@ def main():
     recorder = build_recorder(work)
     names = options.workloads.split(",")
     checked = broken = 0
+    faulted = fault_broken = tolerated = 0
+    fault_workloads = [n for n in names if n not in NO_FAULTS]
     for number, name in enumerate(names):
         runner = Runner(options, recorder, name)
+        steps = StepRecorder(runner, recorder.split(":")[0]).steps if name in fault_workloads and options.faults else []
         WORKLOADS[name](runner)
         log = Log(parse_log(runner.log))
         # The recorder must have seen every change: replaying the whole log, keeping
@@ -287,8 +305,30 @@ def main():
                     print(f"broke: {label}:", flush=True)
                     for problem in problems:
                         print(f"    {problem}", flush=True)
+        if steps:
+            share = options.faults // len(fault_workloads) + (1 if fault_workloads.index(name) < options.faults % len(fault_workloads) else 0)
+            plan = fault_plan(steps, -1 if options.faults < 0 else share, random.Random(f"{options.seed}-{name}-faults"))
+            library = recorder.split(":")[0]
+            with concurrent.futures.ThreadPoolExecutor(max_workers=options.jobs) as pool:
+                jobs = [pool.submit(run_trial, options, library, name, runner.log, steps, *trial) for trial in plan]
+                for job in jobs:
+                    outcome = job.result()
+                    if outcome is None:
+                        continue
+                    label, problems = outcome
+                    faulted += 1
+                    tolerated += label.endswith("(tolerated)")
+                    if problems:
+                        fault_broken += 1
+                        print(f"broke: {label}:", flush=True)
+                        for problem in problems:
+                            print(f"    {problem}", flush=True)
         shutil.rmtree(runner.work, ignore_errors=True)
     shutil.rmtree(work, ignore_errors=True)
+    if options.faults:
+        print(f"write faults: {faulted} states left by a fault checked ({tolerated} where the command succeeded all the same), {fault_broken} broke an invariant", flush=True)
+    checked += faulted
+    broken += fault_broken
     print(f"power-cut: {checked} states checked, {broken} broke an invariant", flush=True)
     if options.expect_broken:
         sys.exit(0 if broken > 0 else 1)

@@ -45,6 +45,18 @@ struct PowerCutTests {
         #expect(run.broken == 0 && run.status == 0, "\(run.output)")
     }
 
+    /// Write faults (ENOSPC from the Nth call on, or one EIO) at a sample of the calls each
+    /// command makes: each fails with exit status 1 and one sentence naming the store and the
+    /// reason, the store as left verifies clean and holds every acknowledged change, and the
+    /// command run again completes.
+    @Test func everyWriteFaultFailsCleanly() async throws {
+        let run = try await offPool {
+            try runSimulator(["--states", "0", "--faults", "48", "--seed", "20", "--workloads", "saves,removes,restore,sync,recovery"])
+        }
+        #expect((run.checked ?? 0) >= 40, "\(run.output)")
+        #expect(run.broken == 0 && run.status == 0, "\(run.output)")
+    }
+
     /// The checker can fail: a disk that drops the last write it had flushed breaks an invariant
     /// in some state.
     @Test func theCheckerCatchesALostFlushedWrite() async throws {
