@@ -185,7 +185,7 @@ def workload_sync(runner):
 
 
 # Workloads whose work is not a sequence of CLI commands run to completion: no write faults.
-NO_FAULTS = {"writer", "watch"}
+NO_FAULTS = {"writer", "threads", "window", "watch"}
 
 WORKLOADS = {
     "saves": workload_saves,
