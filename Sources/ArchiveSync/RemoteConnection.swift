@@ -52,6 +52,10 @@ final class Connection {
                 throw WireError("the far side sent a request where a reply belongs")
             }
         } catch is ChannelClosed {
+            if let silence = live?.silence {
+                close()
+                throw SyncError.remote("\(name): no word from the far side for \(LiveLink.describe(silence)) (the keepalive)")
+            }
             close()
             throw SyncError.remote("\(name): \(closedMessage(beforeHandshake: beforeHandshake))")
         } catch let error as WireError {

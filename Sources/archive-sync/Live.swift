@@ -56,13 +56,7 @@ struct LiveArguments: ParsableArguments {
 /// its own (a safety valve).
 func runLive(_ sessions: [LiveSession], json: Bool) throws {
     let stop = StopRequest()
-    let signals = [SIGINT, SIGTERM].map { number in
-        signal(number, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-        source.setEventHandler { stop.request() }
-        source.resume()
-        return source
-    }
+    let signals = stop.onSignals()
     defer { signals.forEach { $0.cancel() } }
     signal(SIGPIPE, SIG_IGN)
     let printer = LivePrinter(json: json)

@@ -84,13 +84,7 @@ struct Watch: ParsableCommand {
 
         // Stop requests may come before the watcher exists (during the first scan).
         let stop = StopRequest()
-        let signals = [SIGINT, SIGTERM].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { stop.request() }
-            source.resume()
-            return source
-        }
+        let signals = stop.onSignals()
         defer { signals.forEach { $0.cancel() } }
 
         let store = try self.store.open()
@@ -170,6 +164,18 @@ final class StopRequest: Sendable {
             return state.actions
         }
         for action in actions { action() }
+    }
+
+    /// Requests the stop on SIGINT or SIGTERM from now on (instead of their default action).
+    /// - Returns: the signal sources, to cancel when done.
+    func onSignals() -> [any DispatchSourceSignal] {
+        [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { self.request() }
+            source.resume()
+            return source
+        }
     }
 
     /// Runs `action` when a stop is requested, or now if one was.

@@ -5,12 +5,13 @@ import Foundation
 #endif
 
 /// The client's end of a live connection: a thread reads every frame (replies for the
-/// request waiting, ``Wire/Kind/changed`` notices for the session, pings), and a keepalive
-/// thread pings after a quiet interval and gives the link up after ``Wire/Live/silence(after:)``
-/// without a word from the far side (it ends the transport, so that every wait ends too).
+/// request waiting, ``Wire/Kind/changed`` notices for the session, pings), and the
+/// ``Keepalive`` pings after a quiet interval and gives the link up after
+/// ``Wire/Live/silence(after:)`` without a word from the far side (it ends the transport, so
+/// that every wait ends too).
 final class LiveLink: @unchecked Sendable {
     private let channel: FrameChannel
-    private let keepalive: Duration
+    private let keepalive: Keepalive
     private let notice: @Sendable (Int) -> Void
     private let lost: @Sendable (String) -> Void
     private let kill: @Sendable () -> Void
@@ -20,18 +21,14 @@ final class LiveLink: @unchecked Sendable {
     private var ended: (any Error)?
     private var readerEnded = false
     private var stopped = false
-    private var lastHeard = ContinuousClock.now
-    private var lastSent = ContinuousClock.now
     private var silentFor: Duration?
-    /// Sends from the session and from the keepalive thread, one frame at a time.
-    private let sending = NSLock()
 
     init(
         channel: FrameChannel, keepalive: Duration, notice: @escaping @Sendable (Int) -> Void, lost: @escaping @Sendable (String) -> Void,
         kill: @escaping @Sendable () -> Void
     ) {
         self.channel = channel
-        self.keepalive = keepalive
+        self.keepalive = Keepalive(channel: channel, interval: keepalive)
         self.notice = notice
         self.lost = lost
         self.kill = kill
@@ -41,19 +38,15 @@ final class LiveLink: @unchecked Sendable {
         let reader = Thread { [self] in read() }
         reader.name = "archive-sync live read"
         reader.start()
-        let pinger = Thread { [self] in keepAlive() }
-        pinger.name = "archive-sync keepalive"
-        pinger.start()
+        keepalive.start { [self] quiet in
+            condition.lock()
+            silentFor = quiet
+            condition.unlock()
+            kill()
+        }
     }
 
-    func send(_ kind: Wire.Kind, _ payload: [UInt8]) throws {
-        sending.lock()
-        defer { sending.unlock() }
-        try channel.send(kind, payload)
-        condition.lock()
-        lastSent = .now
-        condition.unlock()
-    }
+    func send(_ kind: Wire.Kind, _ payload: [UInt8]) throws { try keepalive.send(kind, payload) }
 
     /// The next reply; throws what ended the link when it ends first.
     func reply() throws -> (Wire.Kind, [UInt8]) {
@@ -66,8 +59,9 @@ final class LiveLink: @unchecked Sendable {
         return replies.removeFirst()
     }
 
-    /// Ends the keepalive thread; the reader ends with the transport's output.
+    /// Ends the keepalive; the reader ends within a tick.
     func stop() {
+        keepalive.stop()
         condition.lock()
         stopped = true
         condition.broadcast()
@@ -75,13 +69,21 @@ final class LiveLink: @unchecked Sendable {
     }
 
     func waitUntilReaderEnded(timeout: Duration) -> Bool {
-        let limit = Date(timeIntervalSinceNow: Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
+        let limit = Date(timeIntervalSinceNow: LiveSignals.seconds(timeout))
         condition.lock()
         defer { condition.unlock() }
         while !readerEnded {
             if !condition.wait(until: limit) { return readerEnded }
         }
         return true
+    }
+
+    /// How long the far side had been silent when the keepalive gave the link up; nil while
+    /// it has not.
+    var silence: Duration? {
+        condition.lock()
+        defer { condition.unlock() }
+        return silentFor
     }
 
     /// True once the keepalive gave the link up or the session closed it: the reader stops
@@ -94,7 +96,7 @@ final class LiveLink: @unchecked Sendable {
     }
 
     private func read() {
-        let tick = Int32(max(10, min(1_000, Wire.Live.milliseconds(keepalive) / 4)))
+        let tick = Int32(max(10, min(1_000, Wire.Live.milliseconds(keepalive.interval) / 4)))
         while true {
             do {
                 var input = pollfd(fd: channel.input, events: Int16(POLLIN), revents: 0)
@@ -102,16 +104,16 @@ final class LiveLink: @unchecked Sendable {
                 if givenUp { throw ChannelClosed(midFrame: false, errno: 0) }
                 if ready == 0 || (ready < 0 && errno == EINTR) { continue }
                 let (kind, payload) = try channel.receive()
-                condition.lock()
-                lastHeard = .now
+                keepalive.heard()
                 switch kind {
-                case .ping: break
-                case .changed: break
-                default: replies.append((kind, payload))
+                case .ping: continue
+                case .changed: notice(try Wire.Live.changedSequence(payload))
+                default:
+                    condition.lock()
+                    replies.append((kind, payload))
+                    condition.broadcast()
+                    condition.unlock()
                 }
-                condition.broadcast()
-                condition.unlock()
-                if kind == .changed { notice(try Wire.Live.changedSequence(payload)) }
             } catch {
                 condition.lock()
                 ended = error is WireError ? error : ChannelClosed(midFrame: false, errno: 0)
@@ -120,6 +122,7 @@ final class LiveLink: @unchecked Sendable {
                 let silence = silentFor
                 condition.broadcast()
                 condition.unlock()
+                keepalive.stop()
                 if !quietly {
                     lost(
                         silence.map { "no word from the far side for \(Self.describe($0)) (the keepalive)" }
@@ -130,31 +133,8 @@ final class LiveLink: @unchecked Sendable {
         }
     }
 
-    private func keepAlive() {
-        let silence = Wire.Live.silence(after: keepalive)
-        let tick = keepalive / 4
-        while true {
-            condition.lock()
-            _ = condition.wait(until: Date(timeIntervalSinceNow: Double(tick.components.seconds) + Double(tick.components.attoseconds) / 1e18))
-            if stopped || readerEnded {
-                condition.unlock()
-                return
-            }
-            let now = ContinuousClock.now
-            let ping = now - lastSent >= keepalive
-            let dead = now - lastHeard >= silence
-            if dead { silentFor = now - lastHeard }
-            condition.unlock()
-            if dead {
-                kill()
-                return
-            }
-            if ping { try? send(.ping, []) }
-        }
-    }
-
     static func describe(_ duration: Duration) -> String {
-        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        let seconds = LiveSignals.seconds(duration)
         return seconds >= 10 ? "\(Int(seconds)) s" : String(format: "%.1f s", seconds)
     }
 }
