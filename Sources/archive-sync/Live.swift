@@ -55,6 +55,8 @@ struct LiveArguments: ParsableArguments {
 /// object carried and per connection change. Ends with exit 1 when every session stopped on
 /// its own (a safety valve).
 func runLive(_ sessions: [LiveSession], json: Bool) throws {
+    // A path that is no store is refused at once, with the one-shot sync's words and status.
+    for session in sessions { try session.openStoresHere() }
     let stop = StopRequest()
     let signals = stop.onSignals()
     defer { signals.forEach { $0.cancel() } }

@@ -21,7 +21,10 @@ struct LiveCommandTests {
             _ = try b.put(json("{\"name\":\"Grace\"}"), as: id("P/grace"))
             #expect(eventually { (try? b.liveContents()["P/ada"]) == "{\"name\":\"Ada\"}" && (try? a.liveContents()["P/grace"]) != nil })
             try writeFile(b.path + "/P/ada.json", "{\"name\":\"Ada Lovelace\"}")
-            #expect(eventually { (try? a.liveContents()["P/ada"]) == "{\"name\":\"Ada Lovelace\"}" })
+            #expect(
+                eventually { (try? a.liveContents()["P/ada"]) == "{\"name\":\"Ada Lovelace\"}" },
+                "\(session.command.outputSoFar) \(session.command.errorOutputSoFar) \(String(describing: try? b.liveContents())) \(String(describing: try? b.history(id("P/ada"))))"
+            )
             #expect(eventually { session.count(event: "object") >= 3 })
             let objects = session.lines.filter { $0["event"] as? String == "object" }
             let crossed = objects.first { $0["id"] as? String == "P/ada" && $0["direction"] as? String == "b-to-a" }
@@ -35,6 +38,20 @@ struct LiveCommandTests {
             let result = try session.stop()
             #expect(result.status == 0, "\(result)")
             #expect(a.liveSessions().isEmpty && b.liveSessions().isEmpty)
+        }
+    }
+
+    @Test func aDirectoryThatIsNoStoreOrABadOptionIsRefusedAtOnce() throws {
+        try withTemporaryDirectory { dir in
+            let a = try ArchiveStore(directory: dir + "/a")
+            try makeDirectory(dir + "/empty")
+            let refused = try runArchiveSync(["sync", a.path, dir + "/empty", "--watch"])
+            #expect(refused.status == 2 && refused.errorOutput.contains("is not a usable store"), "\(refused)")
+            let dryRun = try runArchiveSync(["sync", a.path, dir + "/empty", "--watch", "--dry-run"])
+            #expect(dryRun.status == 2 && dryRun.errorOutput.contains("--dry-run cannot go with --watch"), "\(dryRun)")
+            let debounce = try runArchiveSync(["sync", a.path, dir + "/empty", "--debounce", "5"])
+            #expect(debounce.status == 2 && debounce.errorOutput.contains("go with --watch"), "\(debounce)")
+            #expect(a.liveSessions().isEmpty)
         }
     }
 

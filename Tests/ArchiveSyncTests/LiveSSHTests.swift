@@ -32,7 +32,7 @@ struct LiveSSHTests {
             let b = try ArchiveStore(directory: dir + "/b")
             let session = try LiveCommand(
                 [
-                    "sync", a.path, server.location(b.path), "--watch", "--json", "--debounce", "10", "--keepalive", "0.4", "--rsh", server.rsh,
+                    "sync", a.path, server.location(b.path), "--watch", "--json", "--debounce", "10", "--keepalive", "1", "--rsh", server.rsh,
                     "--remote-cmd", archiveSyncProgram,
                 ])
             #expect(eventually { session.count(event: "connected") == 1 }, "\(session.command.outputSoFar)\(session.command.errorOutputSoFar)")
@@ -57,7 +57,8 @@ struct LiveSSHTests {
                     "\(what): \(session.command.outputSoFar)")
                 #expect(
                     eventually { (try? a.liveContents()) == (try? b.liveContents()) && (try? a.liveContents()["P/far"]) == "{\"n\":\(round)}" },
-                    "\(what): \(session.command.outputSoFar)")
+                    "\(what): \(session.command.outputSoFar)\n\(session.command.errorOutputSoFar.suffix(6000))\n\(String(describing: try? a.liveContents())) \(String(describing: try? b.liveContents()))"
+                )
             }
             survives("the far side killed") {
                 for pid in processes(with: ["serve", "--stdio", b.path]) { kill(pid, SIGKILL) }
@@ -65,14 +66,18 @@ struct LiveSSHTests {
             survives("ssh killed") {
                 for pid in children(of: session.command.pid, named: "ssh") { kill(pid, SIGKILL) }
             }
-            // A link gone silent, not closed: the far side stops answering (SIGSTOP).
+            // A link gone silent, not closed: ssh here stops forwarding (SIGSTOP). Both ends
+            // notice by their keepalives: the session gives the link up and reconnects, the far
+            // side ends itself (and its locks with it).
             var silenced: [Int32] = []
-            survives("the far side silent") {
-                silenced = processes(with: ["serve", "--stdio", b.path])
+            survives("the link silent") {
+                silenced = children(of: session.command.pid, named: "ssh")
                 for pid in silenced { kill(pid, SIGSTOP) }
             }
             let gaveUp = session.lines.first { ($0["error"] as? String)?.contains("no word from the far side") == true }
             #expect(gaveUp != nil, "\(session.command.outputSoFar)")
+            // The far side of the silent link ended itself: one far side is left, the new one.
+            #expect(eventually { processes(with: ["serve", "--stdio", b.path]).count == 1 })
             for pid in silenced { kill(pid, SIGKILL) }
             #expect(try session.stop().status == 0)
         }

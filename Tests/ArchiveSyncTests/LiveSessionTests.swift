@@ -33,10 +33,13 @@ struct LiveSessionTests {
             #expect(await eventually { (try? a.liveContents()["P/two"]) == "{\"n\":2}" })
             // A program's write into A's directory: A's watcher (the session's) records it.
             try writeFile(a.path + "/P/three.json", "{\"n\":3}")
-            #expect(await eventually { (try? b.liveContents()["P/three"]) == "{\"n\":3}" })
+            #expect(
+                await eventually { (try? b.liveContents()["P/three"]) == "{\"n\":3}" },
+                "\(collector.events.withLock { $0 }) \(String(describing: try? a.status())) \(String(describing: try? a.liveContents()))")
+            // Each cycle's event comes once its writes have landed.
+            #expect(await eventually { collector.cycles.flatMap(\.objects).contains { $0.id == "P/three" && $0.direction == .aToB } })
             let objects = collector.cycles.flatMap(\.objects)
             #expect(objects.contains { $0.id == "P/two" && $0.direction == .bToA && $0.kind == .copy && $0.version == 1 }, "\(objects)")
-            #expect(objects.contains { $0.id == "P/three" && $0.direction == .aToB }, "\(objects)")
 
             // Quiet: nothing changes, so no cycle runs (its own writes woke both followers).
             try await Task.sleep(for: .milliseconds(300))
@@ -51,7 +54,7 @@ struct LiveSessionTests {
             task.cancel()
             _ = await task.value
             #expect(await eventually { (try? a.status().watcher) == nil })
-            #expect(a.liveSessions().isEmpty)
+            #expect(await eventually { a.liveSessions().isEmpty })
         }
     }
 

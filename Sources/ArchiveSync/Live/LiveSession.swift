@@ -46,6 +46,20 @@ public final class LiveSession: Sendable {
         names = (sides.a.name, sides.b.name)
     }
 
+    /// Opens the stores here and starts watching them, so that a directory that is not a store
+    /// (or one inotify cannot watch) is refused before ``events()``, with the error a one-shot
+    /// sync gives. Optional: ``events()`` opens them otherwise. Call it before ``events()``.
+    public func openStoresHere() throws {
+        do {
+            try sides.a.open(options: options, signals: signals)
+            try sides.b.open(options: options, signals: signals)
+        } catch {
+            sides.a.close()
+            sides.b.close()
+            throw error
+        }
+    }
+
     /// Starts the session (once) and reports what it does until it ends: after ``stop()``,
     /// when the task iterating is cancelled, or after ``LiveEvent/stopped(peer:reason:)``.
     public func events() -> AsyncStream<LiveEvent> {
@@ -99,6 +113,10 @@ public final class LiveSession: Sendable {
         var fullDue = true
         var nextFull: ContinuousClock.Instant?
         var checkpoints: (a: Int?, b: Int?) = (nil, nil)
+        // A cycle that skipped objects (they changed while it ran) moved no checkpoint: the
+        // next one runs after this delay even if no change wakes it, doubling while skips go on.
+        var retrySkipped: ContinuousClock.Instant?
+        var skipDelay = Duration.milliseconds(100)
 
         /// Gives the far side(s) up and schedules the next attempt.
         func lose(_ why: String) {
@@ -135,27 +153,30 @@ public final class LiveSession: Sendable {
                 }
             }
             if !fullDue {
-                switch signals.wait(debounce: options.debounce, deadline: nextFull) {
+                var seen = signals.sequences
+                var retryDue = false
+                let deadline = [nextFull, retrySkipped].compactMap { $0 }.min()
+                switch signals.wait(debounce: options.debounce, deadline: deadline) {
                 case .stop: return
                 case .lost(_, let why):
                     lose(why)
                     continue
-                case .deadline: fullDue = nextFull.map { clock.now >= $0 } ?? false
-                case .changes: break
+                case .deadline:
+                    fullDue = nextFull.map { clock.now >= $0 } ?? false
+                    if let retry = retrySkipped, clock.now >= retry { retryDue = true }
+                case .changes(let sequences): seen = sequences
                 }
                 if let failure = sides.a.watchFailure ?? sides.b.watchFailure {
                     emit(.stopped(peer: peerName, reason: "\(failure)"))
                     status.update { $0.lastError = "\(failure)" }
                     return
                 }
-                let seen = signals.sequences
                 let behind = Self.behind(seen, checkpoints)
                 status.update { $0.behind = behind }
-                if !fullDue && behind == 0 && checkpoints.a != nil && checkpoints.b != nil {
-                    signals.clearPending()
-                    continue
-                }
+                // Nothing past what the other side has merged (a cycle's own writes): no cycle.
+                if !fullDue && !retryDue && behind == 0 && checkpoints.a != nil && checkpoints.b != nil { continue }
             }
+            // Changes from here on are the next cycle's, or this one's: none is lost.
             signals.clearPending()
             guard let a = sides.a.replica, let b = sides.b.replica else { continue }
             let begun = Date()
@@ -173,6 +194,13 @@ public final class LiveSession: Sendable {
                     report: report, objects: objects.withLock { $0 }, full: syncOptions.full, started: begun,
                     seconds: Date().timeIntervalSince(begun))
                 if fullDue { nextFull = options.fullCompareInterval.map { clock.now + $0 } }
+                if report.skipped.isEmpty {
+                    retrySkipped = nil
+                    skipDelay = .milliseconds(100)
+                } else {
+                    retrySkipped = clock.now + skipDelay
+                    skipDelay = min(skipDelay * 2, .seconds(30))
+                }
                 fullDue = false
                 emit(.cycle(cycle))
                 let behind = Self.behind(signals.sequences, checkpoints)

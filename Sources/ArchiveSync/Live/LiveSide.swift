@@ -29,7 +29,7 @@ final class LiveSide: @unchecked Sendable {
 
     /// Opens and watches a store here; a far store is reached by ``connect(peer:options:signals:)``.
     func open(options: LiveOptions, signals: LiveSignals) throws {
-        guard case .directory(let path) = location else { return }
+        guard case .directory(let path) = location, replica == nil else { return }
         let store = try opened ?? Sync.openStore(path, create: options.create)
         let side = self.side
         source = try LocalChangeSource(

@@ -7,8 +7,9 @@ final class LiveSignals: @unchecked Sendable {
     enum Wake: Equatable {
         case stop
         case lost(SyncSide, String)
-        /// Changes gathered for the debounce.
-        case changes
+        /// Changes gathered for the debounce, and each side's sequence when they were taken
+        /// (taken together, so that a change coming after is pending again, never lost).
+        case changes([SyncSide: Int])
         /// The deadline passed with nothing else to do.
         case deadline
     }
@@ -94,7 +95,10 @@ final class LiveSignals: @unchecked Sendable {
                 return .lost(side, why)
             }
             let now = ContinuousClock.now
-            if let since = pendingSince, now >= since + debounce { return .changes }
+            if let since = pendingSince, now >= since + debounce {
+                pendingSince = nil
+                return .changes(latest)
+            }
             if let deadline, now >= deadline { return .deadline }
             var wake = pendingSince.map { $0 + debounce } ?? deadline
             if let deadline, let due = wake, deadline < due { wake = deadline }

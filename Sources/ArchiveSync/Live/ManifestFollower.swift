@@ -10,7 +10,7 @@ import Foundation
 /// Follows a store's manifest without polling: inotify on the store's metadata directory
 /// reports every write to the manifest's files (SQLite appends each commit to its write-ahead
 /// log), whoever makes it, in this process or another. Each burst of writes calls `changed`
-/// at once and a few times more in the next quarter second (see `settle`), on the follower's
+/// at once and a few times more in the next few seconds (see `settle`), on the follower's
 /// own thread; the caller compares change sequences.
 ///
 /// A live session uses this to learn that a store's change sequence may have moved, whether
@@ -61,10 +61,12 @@ package final class ManifestFollower: Sendable {
     }
 
     /// After a write, when to look again, in milliseconds: SQLite appends a commit's frames to
-    /// the log (each a write inotify reports) and then publishes the commit in its shared
-    /// memory index, which inotify cannot see. A look right after the last frame may come
-    /// before the commit is visible; these later looks find it without a further event.
-    private static let settle: [Int32] = [2, 10, 50, 250]
+    /// the log (each a write inotify reports), syncs the log, and only then publishes the
+    /// commit in its shared-memory index, which inotify cannot see. A look right after the
+    /// last frame may come before the commit is visible, and on a busy disk the sync can take
+    /// seconds; these later looks find it without a further event. (Each is one read of the
+    /// change sequence, only after a write.)
+    private static let settle: [Int32] = [2, 10, 50, 250, 1_000, 3_000]
 
     private func run(_ changed: @Sendable () -> Void) {
         defer {
