@@ -58,33 +58,39 @@ struct LiveSessionTests {
         }
     }
 
-    @Test func aFarSideOfAnOlderProtocolServesOneShotSyncsButNoLiveSession() throws {
-        try withTemporaryDirectory { dir in
-            let b = try ArchiveStore(directory: dir + "/b")
-            let old = try pipeReplica(b.path, versions: 1...2)
-            #expect {
-                try old.goLive(keepalive: .seconds(10), debounce: .milliseconds(10), notice: { _ in }, lost: { _ in })
-            } throws: { "\($0)".contains("speaks protocol version 2, which has no live sessions (version 3)") }
-            // The one-shot requests still work on it.
-            #expect(try old.changeSequence() == b.changeSequence())
-            old.end()
+    @Test func aFarSideOfAnOlderProtocolServesOneShotSyncsButNoLiveSession() async throws {
+        // Off the cooperative threads: it waits on processes and files.
+        try await offPool {
+            try withTemporaryDirectory { dir in
+                let b = try ArchiveStore(directory: dir + "/b")
+                let old = try pipeReplica(b.path, versions: 1...2)
+                #expect {
+                    try old.goLive(keepalive: .seconds(10), debounce: .milliseconds(10), notice: { _ in }, lost: { _ in })
+                } throws: { "\($0)".contains("speaks protocol version 2, which has no live sessions (version 3)") }
+                // The one-shot requests still work on it.
+                #expect(try old.changeSequence() == b.changeSequence())
+                old.end()
+            }
         }
     }
 
-    @Test func theFarSideNoticesItsChangesOverTheOpenConnection() throws {
-        try withTemporaryDirectory { dir in
-            let b = try ArchiveStore(directory: dir + "/b")
-            let far = try pipeReplica(b.path)
-            let notices = TracedMutex<[Int]>([])
-            try far.goLive(
-                keepalive: .milliseconds(200), debounce: .milliseconds(10), notice: { n in notices.withLock { $0.append(n) } }, lost: { _ in })
-            _ = try b.put(json("{\"n\":1}"), as: id("P/x"))
-            let sequence = try b.changeSequence()
-            #expect(eventually(within: .seconds(10)) { notices.withLock { $0.contains(sequence) } })
-            // Requests still get their replies between notices and pings, past several keepalives.
-            usleep(700_000)
-            #expect(try far.changeSequence() == sequence)
-            far.close()
+    @Test func theFarSideNoticesItsChangesOverTheOpenConnection() async throws {
+        // Off the cooperative threads: it waits on processes and files.
+        try await offPool {
+            try withTemporaryDirectory { dir in
+                let b = try ArchiveStore(directory: dir + "/b")
+                let far = try pipeReplica(b.path)
+                let notices = TracedMutex<[Int]>([])
+                try far.goLive(
+                    keepalive: .milliseconds(200), debounce: .milliseconds(10), notice: { n in notices.withLock { $0.append(n) } }, lost: { _ in })
+                _ = try b.put(json("{\"n\":1}"), as: id("P/x"))
+                let sequence = try b.changeSequence()
+                #expect(eventually(within: .seconds(10)) { notices.withLock { $0.contains(sequence) } })
+                // Requests still get their replies between notices and pings, past several keepalives.
+                usleep(700_000)
+                #expect(try far.changeSequence() == sequence)
+                far.close()
+            }
         }
     }
 }
