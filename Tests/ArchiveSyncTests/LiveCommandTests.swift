@@ -61,6 +61,31 @@ struct LiveCommandTests {
         }
     }
 
+    /// A store another process watches is followed, not watched twice; when that watcher
+    /// dies, the session takes its lease over and the store stays watched.
+    @Test func aStoreWatchedElsewhereIsFollowedAndTakenOverWhenItsWatcherDies() async throws {
+        try await offPool {
+            try withTemporaryDirectory { dir in
+                let a = try ArchiveStore(directory: dir + "/a")
+                let b = try ArchiveStore(directory: dir + "/b")
+                try makeDirectory(a.path + "/P")
+                let watcher = try RunningCommand(["watch", a.path])
+                defer { watcher.kill() }
+                #expect(eventually { (try? a.status().watcher?.pid) == watcher.pid })
+                let session = try LiveCommand(["sync", a.path, b.path, "--watch", "--json", "--debounce", "10"])
+                #expect(session.firstCycleDone(a))
+                try writeFile(a.path + "/P/one.json", "{\"n\":1}")  // recorded by `watch`, carried by the session
+                #expect(eventually { (try? b.liveContents()["P/one"]) == "{\"n\":1}" })
+                #expect((try? a.status().watcher?.pid) == watcher.pid)
+                watcher.kill()
+                #expect(eventually { (try? a.status().watcher?.pid) == session.command.pid }, "\(String(describing: try? a.status()))")
+                try writeFile(a.path + "/P/two.json", "{\"n\":2}")
+                #expect(eventually { (try? b.liveContents()["P/two"]) == "{\"n\":2}" })
+                #expect(try session.stop().status == 0)
+            }
+        }
+    }
+
     /// Both sides edit the same objects within one debounce: one cycle makes the conflict
     /// copies a one-shot sync of the same two stores makes, then nothing moves.
     @Test func concurrentEditsGetTheConflictCopiesOfOneShotSyncThenTheSessionIsQuiet() async throws {

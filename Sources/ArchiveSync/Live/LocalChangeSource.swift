@@ -9,11 +9,19 @@ import Foundation
 /// programs' edits are recorded in the manifest, as `archive-sync watch` records them). When
 /// one does (another process, or another session of this one), the store is not watched
 /// twice: the manifest's files are followed instead, and the watcher's records show up there.
-/// Either way `changed` gets the store's change sequence each time it may have moved.
+/// Either way `changed` gets the store's change sequence each time it may have moved. When
+/// the watcher followed stops or dies (its lease file is closed), this source takes the lease
+/// over, so that the store stays watched.
 package final class LocalChangeSource: Sendable {
     package let store: ArchiveStore
-    /// The watcher this source started; nil when another holds the lease.
-    package let watcher: StoreWatcher?
+    /// The watcher this source started (nil while another holds the lease), and whether the
+    /// source is stopped.
+    private let shared = Shared()
+
+    /// What the follower's lease thread and the source share.
+    private final class Shared: Sendable {
+        let state = TracedMutex<(watcher: StoreWatcher?, stopped: Bool, tryingLease: Bool)>((nil, false, false))
+    }
     private let follower: ManifestFollower
 
     /// - Parameters:
@@ -22,18 +30,43 @@ package final class LocalChangeSource: Sendable {
     ///     may have moved (and once at the start).
     package init(store: ArchiveStore, watch: WatchOptions, changed: @escaping @Sendable (Int) -> Void) throws {
         self.store = store
+        let shared = self.shared
         // Followed first: a change recorded while the watcher starts is not missed.
-        follower = try ManifestFollower(storePath: store.path) {
-            if let sequence = try? store.changeSequence() { changed(sequence) }
-        }
+        follower = try ManifestFollower(
+            storePath: store.path,
+            changed: {
+                if let sequence = try? store.changeSequence() { changed(sequence) }
+            },
+            leaseClosed: {
+                // On a thread of its own: taking the lease may wait for a holder to let go.
+                let trying = shared.state.withLock { state in
+                    defer { state.tryingLease = true }
+                    return state.watcher != nil || state.stopped || state.tryingLease
+                }
+                guard !trying else { return }
+                Thread {
+                    let started = (try? store.lockFile(named: "watch.lock")?.isHeldElsewhere()) == false ? try? Self.watcher(store, watch) : nil
+                    let extra = shared.state.withLock { state in
+                        defer { state.tryingLease = false }
+                        guard let started, state.watcher == nil, !state.stopped else { return started }
+                        state.watcher = started
+                        return nil
+                    }
+                    extra?.stop()
+                }.start()
+            })
         do {
-            watcher = try Self.watcher(store, watch)
+            let watcher = try Self.watcher(store, watch)
+            shared.state.withLock { $0.watcher = watcher }
         } catch {
             follower.stop()
             throw error
         }
         changed(try store.changeSequence())
     }
+
+    /// The watcher this source started; nil while another holds the lease.
+    package var watcher: StoreWatcher? { shared.state.withLock { $0.watcher } }
 
     /// Starts watching `store`, or nil when another watcher holds its lease.
     private static func watcher(_ store: ArchiveStore, _ options: WatchOptions) throws -> StoreWatcher? {
@@ -47,6 +80,10 @@ package final class LocalChangeSource: Sendable {
     /// Stops the watcher (if this source started one) and the follower.
     package func stop() {
         follower.stop()
+        let watcher = shared.state.withLock { state in
+            state.stopped = true
+            return state.watcher
+        }
         watcher?.stop()
         _ = watcher?.waitUntilStopped(timeout: .seconds(2))
     }

@@ -24,12 +24,16 @@ package final class ManifestFollower: Sendable {
     /// Starts following the manifest of the store at `storePath`.
     /// - Throws: ``LiveError/cannotFollow(path:reason:)`` when inotify cannot watch the
     ///   metadata directory.
-    package init(storePath: String, changed: @escaping @Sendable () -> Void) throws {
+    /// - Parameters:
+    ///   - changed: called when the manifest may have changed.
+    ///   - leaseClosed: called when a process closed the store's watch lease file (the
+    ///     watcher holding it may have stopped or died).
+    package init(storePath: String, changed: @escaping @Sendable () -> Void, leaseClosed: @escaping @Sendable () -> Void = {}) throws {
         let directory =
             storePath.hasSuffix("/") ? storePath + ArchiveStore.metadataDirectoryName : storePath + "/" + ArchiveStore.metadataDirectoryName
         let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         guard fd >= 0 else { throw LiveError.cannotFollow(path: storePath, reason: String(cString: strerror(errno))) }
-        let mask = UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF)
+        let mask = UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF)
         guard inotify_add_watch(fd, directory, mask) >= 0 else {
             let reason = String(cString: strerror(errno))
             close(fd)
@@ -43,7 +47,7 @@ package final class ManifestFollower: Sendable {
         }
         inotify = fd
         wake = (fds[0], fds[1])
-        let thread = Thread { [self] in run(changed) }
+        let thread = Thread { [self] in run(changed, leaseClosed) }
         thread.name = "archive-sync follow"
         thread.start()
     }
@@ -68,7 +72,7 @@ package final class ManifestFollower: Sendable {
     /// change sequence, only after a write.)
     private static let settle: [Int32] = [2, 10, 50, 250, 1_000, 3_000]
 
-    private func run(_ changed: @Sendable () -> Void) {
+    private func run(_ changed: @Sendable () -> Void, _ leaseClosed: @Sendable () -> Void) {
         defer {
             close(inotify)
             close(wake.read)
@@ -87,11 +91,15 @@ package final class ManifestFollower: Sendable {
                 continue
             }
             var relevant = false
+            var lease = false
             while true {
                 let got = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress!, $0.count) }
                 if got <= 0 { break }
-                relevant = relevant || Self.namesManifest(buffer, count: got)
+                let (manifest, closed) = Self.names(buffer, count: got)
+                relevant = relevant || manifest
+                lease = lease || closed
             }
+            if lease && !stopped.withLock({ $0 }) { leaseClosed() }
             if relevant && !stopped.withLock({ $0 }) {
                 changed()
                 step = 0
@@ -99,24 +107,28 @@ package final class ManifestFollower: Sendable {
         }
     }
 
-    /// True when a batch of inotify events names one of the manifest's files (its database,
-    /// write-ahead log), or overflowed, or the directory itself went away.
-    private static func namesManifest(_ buffer: [UInt8], count: Int) -> Bool {
+    /// Whether a batch of inotify events names one of the manifest's files (its database,
+    /// write-ahead log), overflowed or saw the directory go; and whether one closed the
+    /// watch lease's file.
+    private static func names(_ buffer: [UInt8], count: Int) -> (manifest: Bool, leaseClosed: Bool) {
         var offset = 0
+        var manifest = false
+        var leaseClosed = false
         let header = MemoryLayout<inotify_event>.size
         while offset + header <= count {
             let (mask, length) = buffer.withUnsafeBytes { raw in
                 let event = raw.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
                 return (event.mask, Int(event.len))
             }
-            if mask & UInt32(IN_Q_OVERFLOW | IN_DELETE_SELF | IN_MOVE_SELF) != 0 { return true }
+            if mask & UInt32(IN_Q_OVERFLOW | IN_DELETE_SELF | IN_MOVE_SELF) != 0 { manifest = true }
             if length > 0 {
-                let name = buffer[(offset + header)..<(offset + header + length)].prefix { $0 != 0 }
-                if String(decoding: name, as: UTF8.self).hasPrefix("manifest") { return true }
+                let name = String(decoding: buffer[(offset + header)..<(offset + header + length)].prefix { $0 != 0 }, as: UTF8.self)
+                if name.hasPrefix("manifest") && mask & UInt32(IN_CLOSE_NOWRITE) == 0 { manifest = true }
+                if name == "watch.lock" && mask & UInt32(IN_CLOSE_WRITE | IN_CLOSE_NOWRITE) != 0 { leaseClosed = true }
             }
             offset += header + length
         }
-        return false
+        return (manifest, leaseClosed)
     }
 }
 
