@@ -40,6 +40,10 @@ struct LiveArguments: ParsableArguments {
     /// The session's options. `ARCHIVE_SYNC_RECONNECT_MS` sets the first reconnection delay
     /// (tests shorten it; the cap stays 60 times it).
     static func options(debounce: Int?, keepalive: Double?, sync: SyncOptions, create: Bool) -> LiveOptions {
+        var sync = sync
+        // Progress of long cycles (a first sync, a burst) on stderr when it is a terminal;
+        // the next line printed clears it.
+        sync.progress = { done, total in if total >= 1_000 { liveProgress.update(done, total) } }
         var options = LiveOptions(sync: sync, create: create)
         if let debounce { options.debounce = .milliseconds(debounce) }
         if let keepalive { options.keepalive = .milliseconds(Int(keepalive * 1_000)) }
@@ -50,6 +54,9 @@ struct LiveArguments: ParsableArguments {
         return options
     }
 }
+
+/// The progress line of live sessions' long cycles.
+private let liveProgress = ProgressLine("syncing")
 
 /// Runs live sessions until SIGINT or SIGTERM (exit 0, within 2 s), printing one line per
 /// object carried and per connection change. Ends with exit 1 when every session stopped on
@@ -142,6 +149,7 @@ private final class LivePrinter: Sendable {
         }
         guard !lines.isEmpty else { return }
         lock.withLock { _ in
+            liveProgress.finish()
             FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         }
     }
