@@ -60,6 +60,12 @@ let package = Package(
             name: "ArchiveSync",
             dependencies: ["ArchiveStore", "ArchiveLocking", "ArchiveMerge", "ArchiveProcess", "CArchiveShims"]
         ),
+        // A bucket prefix of S3-compatible storage as a sync replica (issue 23): a module of its own
+        // so that the sync and its fuzzers link no HTTP client.
+        .target(
+            name: "ArchiveBucket",
+            dependencies: ["ArchiveStore", "ArchiveSync", "ArchiveLocking", .product(name: "Crypto", package: "swift-crypto")]
+        ),
         // A typed in-memory model cache over a store, invalidated by its change stream.
         .target(
             name: "ArchiveCache",
@@ -103,6 +109,11 @@ let package = Package(
             dependencies: ["ArchiveStore", "ArchiveSync", "ArchiveMerge", "TestSupport", "archive-sync"]
         ),
         // Runs `archive-sync put` as the other process that writes a cached store.
+        // The bucket format's logic over an in-memory bucket.
+        .testTarget(
+            name: "ArchiveBucketTests",
+            dependencies: ["ArchiveBucket", "ArchiveStore", "ArchiveSync", "ArchiveLocking", "TestSupport"]
+        ),
         .testTarget(
             name: "ArchiveCacheTests",
             dependencies: ["ArchiveStore", "ArchiveCache", "ArchiveWatch", "TestSupport", "archive-sync"]

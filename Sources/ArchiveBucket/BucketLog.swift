@@ -1,0 +1,131 @@
+import ArchiveStore
+import Foundation
+
+/// The logs of a bucket replica as one store sees them: reading every replica's new segments
+/// into the cache, and appending to the store's own log.
+package struct BucketLog: Sendable {
+    let storage: any BucketStorage
+    let layout: BucketLayout
+    let cache: BucketCache
+
+    package init(storage: any BucketStorage, layout: BucketLayout, cache: BucketCache) {
+        self.storage = storage
+        self.layout = layout
+        self.cache = cache
+    }
+
+    /// The most keys one listing request returns (S3's own cap).
+    static let page = 1_000
+
+    /// Lists every log after the cache's positions and folds what is new.
+    ///
+    /// One listing walks all logs in key order, jumping over what the cache has read: a no-op
+    /// costs one request per known log and one more (which also finds logs new since).
+    package func catchUp() async throws {
+        let positions = try cache.logPositions()
+        var found: [ReplicaID: [SegmentName]] = [:]
+        var startAfter: String?
+        while true {
+            let keys = try await storage.keys(under: layout.logs, after: startAfter, limit: Self.page)
+            var jumped = false
+            for key in keys {
+                guard let name = layout.segmentName(key) else {
+                    startAfter = key
+                    continue
+                }
+                if let position = positions[name.replica], key <= position.key {
+                    // Read already: on to what follows this log's last segment read.
+                    startAfter = position.key
+                    jumped = true
+                    break
+                }
+                found[name.replica, default: []].append(name)
+                startAfter = key
+            }
+            if !jumped && keys.count < Self.page { break }
+        }
+        for (replica, names) in found.sorted(by: { $0.key < $1.key }) {
+            try await fold(names, of: replica, from: positions[replica])
+        }
+    }
+
+    /// Reads and folds `replica`'s new segments in order, as far as they are contiguous.
+    ///
+    /// Entry numbers run on without a gap in each log; a segment after a gap is one whose
+    /// predecessor a lagging listing does not show yet, so reading stops there and the next
+    /// sync picks up from the same place. A segment that overlaps what was read came from a
+    /// push that lost a race for its number (its entries are pushed again after): its entries
+    /// are folded all the same, as a version is news once whatever log it comes through.
+    private func fold(_ names: [SegmentName], of replica: ReplicaID, from position: LogPosition?) async throws {
+        var last = position?.last ?? 0
+        var contiguous: [SegmentName] = []
+        for name in names.sorted(by: { $0.key < $1.key }) {
+            if name.first > last + 1 { break }
+            contiguous.append(name)
+            last = max(last, name.last)
+        }
+        last = position?.last ?? 0
+        // A few segments fetched at once, folded one by one in order: memory stays at a few
+        // segments, and a sync cut short keeps what it folded.
+        for start in stride(from: 0, to: contiguous.count, by: 8) {
+            let batch = Array(contiguous[start..<min(start + 8, contiguous.count)])
+            let segments = try await concurrentMap(batch) { [storage] name in
+                guard let data = try await storage.read(name.key) else {
+                    throw BucketError.malformed(key: name.key, reason: "the listing showed it, and then it was gone (a log segment is never deleted)")
+                }
+                return try Segment.decode(data, name: name)
+            }
+            for (name, segment) in zip(batch, segments) {
+                last = max(last, segment.last)
+                try cache.fold(segment.entries, log: (replica, LogPosition(last: last, key: name.key)))
+            }
+        }
+    }
+
+    /// Reads `replica`'s own log past the cache's position (after a lost race).
+    private func catchUp(_ replica: ReplicaID) async throws {
+        let position = try cache.logPositions()[replica]
+        var names: [SegmentName] = []
+        var startAfter = position?.key
+        while true {
+            let keys = try await storage.keys(under: layout.log(replica), after: startAfter, limit: Self.page)
+            names += keys.compactMap(layout.segmentName)
+            startAfter = keys.last ?? startAfter
+            if keys.count < Self.page { break }
+        }
+        try await fold(names, of: replica, from: position)
+    }
+
+    /// Appends `entries` to `replica`'s log as its next segment, once every blob they name is
+    /// in the bucket, and folds them into the cache.
+    ///
+    /// The segment is written with `If-None-Match: *`, and a listing after it must show it as
+    /// the log's only new segment: another writer of the same log (a copy of the store) that
+    /// took the same number, or an overlapping one, makes this push lose. The loser reads what
+    /// the winner wrote and tries again with the next number.
+    ///
+    /// - Returns: what ``BucketCache/fold(_:log:)`` returns.
+    package func append(_ entries: [BucketEntry], to replica: ReplicaID, blobs: [ContentHash: Data]) async throws -> Int? {
+        guard !entries.isEmpty else { return nil }
+        let known = try cache.knownBlobs(Array(blobs.keys))
+        let missing = blobs.filter { !known.contains($0.key) }.map { ($0.key, $0.value) }
+        _ = try await concurrentMap(missing) { [storage, layout] hash, data in
+            try await storage.write(layout.blob(hash), data, ifAbsent: true)
+        }
+        let attempts = 8
+        var key = ""
+        for attempt in 1...attempts {
+            let position = try cache.logPositions()[replica]
+            let segment = Segment(replica: replica, first: (position?.last ?? 0) + 1, entries: entries)
+            key = layout.segment(replica, first: segment.first, last: segment.last)
+            if try await storage.write(key, segment.encoded(), ifAbsent: true) {
+                let after = try await storage.keys(under: layout.log(replica), after: position?.key, limit: 2)
+                if after == [key] { return try cache.fold(entries, log: (replica, LogPosition(last: segment.last, key: key))) }
+            }
+            try await catchUp(replica)
+            // Apart in time, so that two losers do not meet again at the next number.
+            try await Task.sleep(for: .milliseconds(Int.random(in: 10...(50 * attempt))))
+        }
+        throw BucketError.segmentRace(key: key, attempts: attempts)
+    }
+}
