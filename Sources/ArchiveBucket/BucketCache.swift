@@ -78,14 +78,16 @@ package final class BucketCache: Sendable {
     /// Folds `entries` into the view and, in the same transaction, moves `log`'s position:
     /// what was folded and how far the log was read never disagree.
     ///
-    /// - Returns: the first change sequence at which the view came to show a version other
-    ///   than the entry just folded for it (another, concurrent version won); nil when none did.
+    /// - Returns: the first change sequence the fold gave the view (`change`), and the first at
+    ///   which the view came to show a version other than the entry just folded for it
+    ///   (`other`: another, concurrent version won); nil when there was none.
     @discardableResult
-    package func fold(_ entries: [BucketEntry], log: (replica: ReplicaID, position: LogPosition)?) throws -> Int? {
+    package func fold(_ entries: [BucketEntry], log: (replica: ReplicaID, position: LogPosition)?) throws -> (change: Int?, other: Int?) {
         try db.withLock { sql in
             try sql.execute("BEGIN IMMEDIATE")
             do {
-                var sequence = try Self.sequence(sql)
+                let start = try Self.sequence(sql)
+                var sequence = start
                 var firstOther: Int?
                 for entry in entries {
                     if let hash = entry.hash { try sql.run("INSERT OR IGNORE INTO blobs(hash) VALUES(?)", [.blob(hash.bytes)]) }
@@ -103,7 +105,7 @@ package final class BucketCache: Sendable {
                         [.text(log.replica.rawValue), .integer(Int64(log.position.last)), .text(log.position.key)])
                 }
                 try sql.execute("COMMIT")
-                return firstOther
+                return (sequence > start ? start + 1 : nil, firstOther)
             } catch {
                 try? sql.execute("ROLLBACK")
                 throw error

@@ -56,7 +56,9 @@ package struct BucketLog: Sendable {
     /// sync picks up from the same place. A segment that overlaps what was read came from a
     /// push that lost a race for its number (its entries are pushed again after): its entries
     /// are folded all the same, as a version is news once whatever log it comes through.
-    private func fold(_ names: [SegmentName], of replica: ReplicaID, from position: LogPosition?) async throws {
+    /// - Returns: the first change sequence the folds gave the view; nil when they changed nothing.
+    @discardableResult
+    private func fold(_ names: [SegmentName], of replica: ReplicaID, from position: LogPosition?) async throws -> Int? {
         var last = position?.last ?? 0
         var contiguous: [SegmentName] = []
         for name in names.sorted(by: { $0.key < $1.key }) {
@@ -65,6 +67,7 @@ package struct BucketLog: Sendable {
             last = max(last, name.last)
         }
         last = position?.last ?? 0
+        var firstChange: Int?
         // A few segments fetched at once, folded one by one in order: memory stays at a few
         // segments, and a sync cut short keeps what it folded.
         for start in stride(from: 0, to: contiguous.count, by: 8) {
@@ -77,13 +80,15 @@ package struct BucketLog: Sendable {
             }
             for (name, segment) in zip(batch, segments) {
                 last = max(last, segment.last)
-                try cache.fold(segment.entries, log: (replica, LogPosition(last: last, key: name.key)))
+                let change = try cache.fold(segment.entries, log: (replica, LogPosition(last: last, key: name.key))).change
+                firstChange = firstChange ?? change
             }
         }
+        return firstChange
     }
 
     /// Reads `replica`'s own log past the cache's position (after a lost race).
-    private func catchUp(_ replica: ReplicaID) async throws {
+    private func catchUp(_ replica: ReplicaID) async throws -> Int? {
         let position = try cache.logPositions()[replica]
         var names: [SegmentName] = []
         var startAfter = position?.key
@@ -93,7 +98,7 @@ package struct BucketLog: Sendable {
             startAfter = keys.last ?? startAfter
             if keys.count < Self.page { break }
         }
-        try await fold(names, of: replica, from: position)
+        return try await fold(names, of: replica, from: position)
     }
 
     /// Appends `entries` to `replica`'s log as its next segment, once every blob they name is
@@ -104,7 +109,8 @@ package struct BucketLog: Sendable {
     /// took the same number, or an overlapping one, makes this push lose. The loser reads what
     /// the winner wrote and tries again with the next number.
     ///
-    /// - Returns: what ``BucketCache/fold(_:log:)`` returns.
+    /// - Returns: the first change sequence at which the view came to show something other
+    ///   than these entries (a concurrent version won, or a lost race read another writer's).
     package func append(_ entries: [BucketEntry], to replica: ReplicaID, blobs: [ContentHash: Data]) async throws -> Int? {
         guard !entries.isEmpty else { return nil }
         let known = try cache.knownBlobs(Array(blobs.keys))
@@ -114,15 +120,19 @@ package struct BucketLog: Sendable {
         }
         let attempts = 8
         var key = ""
+        var firstOther: Int?
         for attempt in 1...attempts {
             let position = try cache.logPositions()[replica]
             let segment = Segment(replica: replica, first: (position?.last ?? 0) + 1, entries: entries)
             key = layout.segment(replica, first: segment.first, last: segment.last)
             if try await storage.write(key, segment.encoded(), ifAbsent: true) {
                 let after = try await storage.keys(under: layout.log(replica), after: position?.key, limit: 2)
-                if after == [key] { return try cache.fold(entries, log: (replica, LogPosition(last: segment.last, key: key))) }
+                if after == [key] {
+                    let other = try cache.fold(entries, log: (replica, LogPosition(last: segment.last, key: key))).other
+                    return [firstOther, other].compactMap { $0 }.min()
+                }
             }
-            try await catchUp(replica)
+            if let change = try await catchUp(replica) { firstOther = firstOther ?? change }
             // Apart in time, so that two losers do not meet again at the next number.
             try await Task.sleep(for: .milliseconds(Int.random(in: 10...(50 * attempt))))
         }

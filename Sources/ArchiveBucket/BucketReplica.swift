@@ -24,14 +24,21 @@ package final class BucketReplica: SyncReplica {
     /// The first change sequence of this session at which the view came to show something
     /// other than what the sync pushed (see ``sequenceAfterOwnWrites(since:)``).
     private let firstOther = TracedMutex<Int?>(nil)
+    /// Called once, at ``end()`` or else when the replica goes away: shuts down a client this
+    /// replica owns.
+    private let close: TracedMutex<(@Sendable () async throws -> Void)?>
 
     /// Opens the bucket replica at `prefix` for a sync with the store `pusher`, whose cache of
     /// it is a file in `cacheDirectory` named after `cacheKey` (the endpoint, bucket and prefix).
     ///
     /// Reads the marker unless the cache already names the replica.
     /// - Throws: ``BucketError/notAReplica(location:)`` when the prefix has no marker.
-    package init(storage: any BucketStorage, prefix: String, name: String, cacheDirectory: String, cacheKey: String, pusher: ReplicaID) throws {
+    package init(
+        storage: any BucketStorage, prefix: String, name: String, cacheDirectory: String, cacheKey: String, pusher: ReplicaID,
+        close: (@Sendable () async throws -> Void)? = nil
+    ) throws {
         self.storage = storage
+        self.close = TracedMutex(close)
         self.name = name
         self.pusher = pusher
         layout = BucketLayout(prefix: prefix)
@@ -84,7 +91,16 @@ package final class BucketReplica: SyncReplica {
         }
     }
 
-    package func end() {}
+    package func end() {
+        guard
+            let close = close.withLock({ value in
+                defer { value = nil }; return value
+            })
+        else { return }
+        _ = try? blocking { try await close() }
+    }
+
+    deinit { end() }
 
     /// Reads the logs' new segments into the cache.
     package func makeCurrent() throws -> Bool {
