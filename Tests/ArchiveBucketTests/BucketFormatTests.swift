@@ -162,3 +162,22 @@ private final class IgnoringBucket: BucketStorage {
     }
     func delete(_ key: String) async throws { try await inner.delete(key) }
 }
+
+@Suite struct BucketConvergenceTests {
+    @Test func fiveStoresConvergeThroughAnInMemoryBucketWithSyncsAtOnce() async throws {
+        let bucket = try await MemoryBucket.made()
+        try await withTemporaryDirectory { dir in
+            var world = World(stores: try (0..<5).map { try ArchiveStore(directory: dir + "/s\($0)") }, seed: 7)
+            for _ in 0..<4 {
+                world.editAll(operations: 2)
+                let order = world.stores.shuffled(using: &world.rng)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for store in order { group.addTask { _ = try await sync(store, with: bucket) } }
+                    try await group.waitForAll()
+                }
+                for store in world.stores + world.stores { _ = try await sync(store, with: bucket) }
+                try world.checkConverged()
+            }
+        }
+    }
+}
