@@ -18,6 +18,9 @@ package struct BucketLayout: Sendable, Hashable {
     /// The marker: the bucket replica's id and the format version, written once at `init`.
     package var marker: String { prefix + "replica" }
     package var logs: String { prefix + "log/" }
+    /// One empty object per log, `replicas/<replica>`, written before its first segment: one
+    /// listing names every log.
+    package var replicas: String { prefix + "replicas/" }
     package func log(_ replica: ReplicaID) -> String { logs + replica.rawValue + "/" }
     package func blob(_ hash: ContentHash) -> String { prefix + "blobs/" + hash.description }
 
@@ -43,6 +46,13 @@ package struct BucketLayout: Sendable, Hashable {
         return SegmentName(replica: ReplicaID(rawValue: String(parts[0])), first: first, last: last, key: key)
     }
 
+    /// The replica whose log `key` (under ``replicas``) names; nil for any other key.
+    package func replicaName(_ key: String) -> ReplicaID? {
+        guard key.hasPrefix(replicas) else { return nil }
+        let name = key.dropFirst(replicas.count)
+        return isReplicaName(name) ? ReplicaID(rawValue: String(name)) : nil
+    }
+
     private func isReplicaName(_ name: Substring) -> Bool {
         !name.isEmpty && name.count <= 64 && name.utf8.allSatisfy { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || isalnum(Int32($0)) != 0 }
     }
@@ -63,10 +73,14 @@ package let bucketFormatVersion = 1
 package struct BucketMarker: Codable, Sendable, Equatable {
     package var format: Int
     package var replica: ReplicaID
+    /// Set only in the bytes a sync's probe tries to write over the marker (see
+    /// ``BucketReplica/begin()``): other bytes than the marker's, so that a refusal is one.
+    package var probe: String?
 
-    package init(replica: ReplicaID) {
+    package init(replica: ReplicaID, probe: String? = nil) {
         format = bucketFormatVersion
         self.replica = replica
+        self.probe = probe
     }
 
     package func encoded() -> Data { try! sortedEncoder.encode(self) }

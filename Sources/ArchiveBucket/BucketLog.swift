@@ -14,37 +14,18 @@ package struct BucketLog: Sendable {
         self.cache = cache
     }
 
-    /// The most keys one listing request returns (S3's own cap).
-    static let page = 1_000
-
     /// Lists every log after the cache's positions and folds what is new.
     ///
-    /// One listing walks all logs in key order, jumping over what the cache has read: a no-op
-    /// costs one request per known log and one more (which also finds logs new since).
+    /// One listing of `replicas/` names every log; one listing per log, after the last
+    /// segment read, finds its new segments. A no-op costs one request per log and one more.
     package func catchUp() async throws {
         let positions = try cache.logPositions()
-        var found: [ReplicaID: [SegmentName]] = [:]
-        var startAfter: String?
-        while true {
-            let keys = try await storage.keys(under: layout.logs, after: startAfter, limit: Self.page)
-            var jumped = false
-            for key in keys {
-                guard let name = layout.segmentName(key) else {
-                    startAfter = key
-                    continue
-                }
-                if let position = positions[name.replica], key <= position.key {
-                    // Read already: on to what follows this log's last segment read.
-                    startAfter = position.key
-                    jumped = true
-                    break
-                }
-                found[name.replica, default: []].append(name)
-                startAfter = key
-            }
-            if !jumped && keys.count < Self.page { break }
+        let listed = try await storage.keys(under: layout.replicas, after: nil).compactMap(layout.replicaName)
+        let replicas = Set(listed).union(positions.keys).sorted()
+        let found = try await concurrentMap(replicas, width: 8) { [storage, layout] replica in
+            try await storage.keys(under: layout.log(replica), after: positions[replica]?.key).compactMap(layout.segmentName)
         }
-        for (replica, names) in found.sorted(by: { $0.key < $1.key }) {
+        for (replica, names) in zip(replicas, found) where !names.isEmpty {
             try await fold(names, of: replica, from: positions[replica])
         }
     }
@@ -90,14 +71,7 @@ package struct BucketLog: Sendable {
     /// Reads `replica`'s own log past the cache's position (after a lost race).
     private func catchUp(_ replica: ReplicaID) async throws -> Int? {
         let position = try cache.logPositions()[replica]
-        var names: [SegmentName] = []
-        var startAfter = position?.key
-        while true {
-            let keys = try await storage.keys(under: layout.log(replica), after: startAfter, limit: Self.page)
-            names += keys.compactMap(layout.segmentName)
-            startAfter = keys.last ?? startAfter
-            if keys.count < Self.page { break }
-        }
+        let names = try await storage.keys(under: layout.log(replica), after: position?.key).compactMap(layout.segmentName)
         return try await fold(names, of: replica, from: position)
     }
 
@@ -118,6 +92,10 @@ package struct BucketLog: Sendable {
         _ = try await concurrentMap(missing) { [storage, layout] hash, data in
             try await storage.write(layout.blob(hash), data, ifAbsent: true)
         }
+        // The log is named in `replicas/` before its first segment, so that readers find it.
+        if try cache.logPositions()[replica] == nil {
+            _ = try await storage.write(layout.replicas + replica.rawValue, Data(), ifAbsent: true)
+        }
         let attempts = 8
         var key = ""
         var firstOther: Int?
@@ -126,7 +104,7 @@ package struct BucketLog: Sendable {
             let segment = Segment(replica: replica, first: (position?.last ?? 0) + 1, entries: entries)
             key = layout.segment(replica, first: segment.first, last: segment.last)
             if try await storage.write(key, segment.encoded(), ifAbsent: true) {
-                let after = try await storage.keys(under: layout.log(replica), after: position?.key, limit: 2)
+                let after = try await storage.keys(under: layout.log(replica), after: position?.key)
                 if after == [key] {
                     let other = try cache.fold(entries, log: (replica, LogPosition(last: segment.last, key: key))).other
                     return [firstOther, other].compactMap { $0 }.min()

@@ -63,8 +63,9 @@ package final class BucketReplica: SyncReplica {
     package static func create(storage: any BucketStorage, prefix: String, name: String) async throws -> (ReplicaID, created: Bool) {
         let layout = BucketLayout(prefix: prefix)
         let probe = layout.prefix + "probe-" + randomName()
-        let first = try await storage.write(probe, Data("probe".utf8), ifAbsent: true)
-        let second = try await storage.write(probe, Data("probe".utf8), ifAbsent: true)
+        // Other bytes the second time: the same bytes would pass for the first write retried.
+        let first = try await storage.write(probe, Data("probe 1".utf8), ifAbsent: true)
+        let second = try await storage.write(probe, Data("probe 2".utf8), ifAbsent: true)
         try await storage.delete(probe)
         guard first && !second else { throw BucketError.conditionalWritesIgnored(location: name) }
         let marker = BucketMarker(replica: ReplicaID(rawValue: randomName()))
@@ -75,17 +76,19 @@ package final class BucketReplica: SyncReplica {
 
     private static func randomName() -> String { String(format: "%016llx", UInt64.random(in: .min ... .max)) }
 
-    /// Checks, with one request, that the server still enforces conditional writes and the
-    /// marker is still there: the marker written again with `If-None-Match: *` must be refused.
-    /// A server that ignores the condition only rewrites the marker's own bytes.
+    /// Checks that the server still enforces conditional writes and the marker is still
+    /// there: the marker's bytes with a probe field added, written over it with
+    /// `If-None-Match: *`, must be refused (a PUT, and the GET with which the client tells a
+    /// refusal from its own retried write). A server that ignores the condition has only
+    /// written a marker that names the same replica.
     package func begin() throws {
         firstOther.withLock { $0 = nil }
-        let (storage, key, marker, name) = (storage, layout.marker, BucketMarker(replica: replica).encoded(), name)
+        let (storage, key, replica, name) = (storage, layout.marker, replica, name)
         try blocking {
-            guard try await storage.write(key, marker, ifAbsent: true) else { return }
+            let probe = { BucketMarker(replica: replica, probe: Self.randomName()).encoded() }
+            guard try await storage.write(key, probe(), ifAbsent: true) else { return }
             // Written: the marker was gone, or the server ignores the condition. A second try tells which.
-            let again = try await storage.write(key, marker, ifAbsent: true)
-            guard !again else { throw BucketError.conditionalWritesIgnored(location: name) }
+            guard !(try await storage.write(key, probe(), ifAbsent: true)) else { throw BucketError.conditionalWritesIgnored(location: name) }
             try await storage.delete(key)
             throw BucketError.markerMissing(location: name)
         }

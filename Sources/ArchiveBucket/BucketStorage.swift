@@ -6,12 +6,13 @@ import Foundation
 /// in-memory one.
 package protocol BucketStorage: Sendable {
     /// Writes `data` at `key`. With `ifAbsent` (S3's `If-None-Match: *`) a key that exists is
-    /// left alone and the call returns false; otherwise it returns true.
+    /// left alone and the call returns false, unless it already holds `data` (a retried write
+    /// whose first try landed, as the S3 client reads it); otherwise it returns true.
     func write(_ key: String, _ data: Data, ifAbsent: Bool) async throws -> Bool
     /// The object's bytes, or nil when there is no object at `key`.
     func read(_ key: String) async throws -> Data?
-    /// Up to `limit` keys under `prefix` after `startAfter`, in byte order.
-    func keys(under prefix: String, after startAfter: String?, limit: Int) async throws -> [String]
+    /// Every key under `prefix` after `startAfter`, in byte order (each page of the listing a request).
+    func keys(under prefix: String, after startAfter: String?) async throws -> [String]
     func delete(_ key: String) async throws
 }
 

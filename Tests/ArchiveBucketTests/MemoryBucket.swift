@@ -16,11 +16,14 @@ final class MemoryBucket: BucketStorage {
 
     func write(_ key: String, _ data: Data, ifAbsent: Bool) async throws -> Bool {
         count("PUT")
-        return objects.withLock { objects in
+        let written = objects.withLock { objects in
             if ifAbsent && objects[key] != nil { return false }
             objects[key] = data
             return true
         }
+        guard !written else { return true }
+        // As the S3 client does: a refused write reads the key, and takes the same bytes for its own.
+        return try await read(key) == data
     }
 
     func read(_ key: String) async throws -> Data? {
@@ -28,13 +31,11 @@ final class MemoryBucket: BucketStorage {
         return objects.withLock { $0[key] }
     }
 
-    func keys(under prefix: String, after startAfter: String?, limit: Int) async throws -> [String] {
+    func keys(under prefix: String, after startAfter: String?) async throws -> [String] {
         count("LIST")
         let hidden = hidden.withLock { $0 }
         return objects.withLock { objects in
-            Array(
-                objects.keys.filter { key in key.hasPrefix(prefix) && !hidden.contains(key) && startAfter.map { key > $0 } ?? true }.sorted().prefix(
-                    limit))
+            objects.keys.filter { key in key.hasPrefix(prefix) && !hidden.contains(key) && startAfter.map { key > $0 } ?? true }.sorted()
         }
     }
 
@@ -51,7 +52,7 @@ final class MemoryBucket: BucketStorage {
         return bucket
     }
 
-    func keys(under prefix: String) -> [String] { objects.withLock { $0.keys.filter { $0.hasPrefix(prefix) }.sorted() } }
+    func stored(under prefix: String) -> [String] { objects.withLock { $0.keys.filter { $0.hasPrefix(prefix) }.sorted() } }
 }
 
 /// Runs `body` on a thread of its own: bucket replicas block their caller until requests
