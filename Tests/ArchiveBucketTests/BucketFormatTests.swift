@@ -1,4 +1,5 @@
 import ArchiveBucket
+import ArchiveLocking
 import ArchiveStore
 import ArchiveSync
 import Foundation
@@ -177,5 +178,67 @@ private final class IgnoringBucket: BucketStorage {
                 try world.checkConverged()
             }
         }
+    }
+}
+
+@Suite struct BucketInterruptionTests {
+    /// A sync cut short at a request (its storage fails from there on, as a killed process
+    /// stops) and run again converges, and loses nothing.
+    @Test func aSyncCutShortAtAnyRequestAndRunAgainConverges() async throws {
+        // Of the 47 requests of this sync: the probe, the listings, the segment read, the log's
+        // name, a blob, and the pushes at the end (segments, their listings, vector merges).
+        for failAt in [1, 2, 3, 5, 6, 20, 40, 43, 45, 46] {
+            try await withTemporaryDirectory { dir in
+                let bucket = try await MemoryBucket.made()
+                let a = try ArchiveStore(directory: dir + "/a")
+                let b = try ArchiveStore(directory: dir + "/b")
+                for n in 0..<30 { _ = try a.put(Data("{\"v\":\"a\(n)\"}".utf8), as: try ObjectID(collection: "Person", key: "p\(n)")) }
+                for n in 20..<25 { _ = try b.put(Data("{\"v\":\"b\(n)\"}".utf8), as: try ObjectID(collection: "Person", key: "p\(n)")) }
+                _ = try await sync(b, with: bucket)
+                let failing = FailingBucket(inner: bucket, failAt: failAt)
+                await #expect(throws: (any Error).self) { try await sync(a, with: failing) }
+                for store in [a, b, a] { _ = try await sync(store, with: bucket) }
+                let live = try a.liveContents()
+                #expect(live == (try b.liveContents()), "cut at request \(failAt)")
+                // 30 of A's, and B's 5 concurrent versions kept beside A's.
+                #expect(live.count == 35, "cut at request \(failAt)")
+            }
+        }
+    }
+}
+
+/// A bucket whose requests fail from the `failAt`th on.
+private final class FailingBucket: BucketStorage {
+    let inner: MemoryBucket
+    let left: TracedMutex<Int>
+
+    init(inner: MemoryBucket, failAt: Int) {
+        self.inner = inner
+        left = TracedMutex(failAt)
+    }
+
+    private func spend() throws {
+        let go = left.withLock { left in
+            left -= 1
+            return left > 0
+        }
+        if !go { throw CancellationError() }
+    }
+
+    func write(_ key: String, _ data: Data, ifAbsent: Bool) async throws -> Bool {
+        try spend()
+        return try await inner.write(key, data, ifAbsent: ifAbsent)
+    }
+    func read(_ key: String) async throws -> Data? {
+        try spend()
+        return try await inner.read(key)
+    }
+    func keys(under prefix: String, after startAfter: String?) async throws -> [String] {
+        try spend()
+        return try await inner.keys(under: prefix, after: startAfter)
+    }
+    func delete(_ key: String) async throws {
+        try spend()
+        try await inner.delete(key)
     }
 }
