@@ -10,12 +10,15 @@ let package = Package(
         .library(name: "ArchiveCache", targets: ["ArchiveCache"]),
         .library(name: "KeyedArchive", targets: ["KeyedArchive"]),
         .library(name: "ArchiveProcess", targets: ["ArchiveProcess"]),
+        .library(name: "ArchiveS3", targets: ["ArchiveS3"]),
         .executable(name: "archive-sync", targets: ["archive-sync"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/async-http-client", exact: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         .systemLibrary(
@@ -74,6 +77,18 @@ let package = Package(
         // Field-level three-way merge of documents (issue 21): Foundation only, no store, so the
         // planner can call it as a pure function.
         .target(name: "ArchiveMerge"),
+        // An S3 client (issue 23): Signature V4 over swift-crypto, requests over async-http-client,
+        // no S3 SDK (none is among the package copies). The store only for ExitStatusError.
+        .target(
+            name: "ArchiveS3",
+            dependencies: [
+                "ArchiveStore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         // A safe reader of NSKeyedArchiver archives: Foundation only, never traps.
         .target(name: "KeyedArchive"),
         .executableTarget(
@@ -100,8 +115,26 @@ let package = Package(
             path: "Samples/ModelCache"
         ),
         // What the test targets share: finding and running the built programs, temp
-        // directories, child processes and an sshd on 127.0.0.1.
-        .target(name: "TestSupport", dependencies: ["ArchiveProcess"], path: "Tests/TestSupport"),
+        // directories, child processes, an sshd on 127.0.0.1, and a throw-away Ceph RADOS Gateway
+        // with a fault-injecting proxy in front of it (the S3 tests).
+        .target(
+            name: "TestSupport",
+            dependencies: [
+                "ArchiveProcess",
+                "ArchiveLocking",
+                "ArchiveS3",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Tests/TestSupport"
+        ),
+        // Runs the client against a real Ceph RADOS Gateway on 127.0.0.1 (TestSupport's CephGateway).
+        .testTarget(
+            name: "ArchiveS3Tests",
+            dependencies: ["ArchiveS3", "TestSupport"]
+        ),
         // Runs `archive-sync serve --stdio` as the far side of its remote replicas and syncs
         // through the CLI over sshd (SSHTests).
         .testTarget(

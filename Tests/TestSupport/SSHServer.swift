@@ -94,7 +94,7 @@ public final class SSHServer {
 }
 
 /// A TCP port on 127.0.0.1 that nothing listens on now.
-private func freePort() throws -> Int {
+func freePort() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
     var address = sockaddr_in()
@@ -109,7 +109,7 @@ private func freePort() throws -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
-private func canConnect(_ port: Int) -> Bool {
+func canConnect(_ port: Int) -> Bool {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
     var address = sockaddr_in()
