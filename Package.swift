@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "KeyedArchive", targets: ["KeyedArchive"]),
         .library(name: "ArchiveProcess", targets: ["ArchiveProcess"]),
         .library(name: "ArchiveS3", targets: ["ArchiveS3"]),
+        .library(name: "ArchiveBucket", targets: ["ArchiveBucket"]),
         .executable(name: "archive-sync", targets: ["archive-sync"]),
     ],
     dependencies: [
@@ -67,7 +68,7 @@ let package = Package(
         // so that the sync and its fuzzers link no HTTP client.
         .target(
             name: "ArchiveBucket",
-            dependencies: ["ArchiveStore", "ArchiveSync", "ArchiveLocking", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["ArchiveStore", "ArchiveSync", "ArchiveS3", "ArchiveLocking", .product(name: "Crypto", package: "swift-crypto")]
         ),
         // A typed in-memory model cache over a store, invalidated by its change stream.
         .target(
@@ -95,6 +96,8 @@ let package = Package(
             name: "archive-sync",
             dependencies: [
                 "ArchiveStore",
+                "ArchiveBucket",
+                "ArchiveS3",
                 "ArchiveLocking",
                 "CArchiveShims",
                 "ArchiveWatch",
@@ -142,10 +145,11 @@ let package = Package(
             dependencies: ["ArchiveStore", "ArchiveSync", "ArchiveMerge", "TestSupport", "archive-sync"]
         ),
         // Runs `archive-sync put` as the other process that writes a cached store.
-        // The bucket format's logic over an in-memory bucket.
+        // The bucket format's logic over an in-memory bucket; bucket replicas on a real Ceph RADOS
+        // Gateway, through the library and the built command.
         .testTarget(
             name: "ArchiveBucketTests",
-            dependencies: ["ArchiveBucket", "ArchiveStore", "ArchiveSync", "ArchiveLocking", "TestSupport"]
+            dependencies: ["ArchiveBucket", "ArchiveS3", "ArchiveStore", "ArchiveSync", "ArchiveLocking", "TestSupport", "archive-sync"]
         ),
         .testTarget(
             name: "ArchiveCacheTests",

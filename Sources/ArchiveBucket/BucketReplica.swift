@@ -60,7 +60,7 @@ package final class BucketReplica: SyncReplica {
     /// then writes the marker with `If-None-Match: *`.
     ///
     /// - Returns: the replica's id, and false when the prefix already was one (left as it was).
-    package static func create(storage: any BucketStorage, prefix: String, name: String) async throws -> (ReplicaID, created: Bool) {
+    package static func create(storage: any BucketStorage, prefix: String, name: String) async throws -> (replica: ReplicaID, created: Bool) {
         let layout = BucketLayout(prefix: prefix)
         let probe = layout.prefix + "probe-" + randomName()
         // Other bytes the second time: the same bytes would pass for the first write retried.
