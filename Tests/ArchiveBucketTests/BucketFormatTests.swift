@@ -145,6 +145,25 @@ import Testing
         }
     }
 
+    @Test func eachSyncChecksConditionalWritesAndTheMarker() async throws {
+        try await withTemporaryDirectory { dir in
+            let bucket = try await MemoryBucket.made()
+            let a = try ArchiveStore(directory: dir + "/a")
+            _ = try a.put(json("1"), as: id("one"))
+            _ = try await sync(a, with: bucket)
+            // The same bucket behind a proxy that drops the header: refused before anything is read or written.
+            let keys = bucket.stored(under: "")
+            await #expect(throws: BucketError.conditionalWritesIgnored(location: "s3://test/p")) {
+                try await sync(a, with: IgnoringBucket(bucket))
+            }
+            #expect(bucket.stored(under: "") == keys)
+            // The prefix emptied under the store: refused, and left empty.
+            bucket.objects.withLock { $0 = [:] }
+            await #expect(throws: BucketError.markerMissing(location: "s3://test/p")) { try await sync(a, with: bucket) }
+            #expect(bucket.stored(under: "").isEmpty)
+        }
+    }
+
     @Test func aServerThatIgnoresConditionalWritesIsRefused() async throws {
         let bucket = IgnoringBucket()
         await #expect(throws: BucketError.conditionalWritesIgnored(location: "s3://test/p")) {
@@ -155,7 +174,8 @@ import Testing
 
 /// A server that drops `If-None-Match`.
 private final class IgnoringBucket: BucketStorage {
-    let inner = MemoryBucket()
+    let inner: MemoryBucket
+    init(_ inner: MemoryBucket = MemoryBucket()) { self.inner = inner }
     func write(_ key: String, _ data: Data, ifAbsent: Bool) async throws -> Bool { try await inner.write(key, data, ifAbsent: false) }
     func read(_ key: String) async throws -> Data? { try await inner.read(key) }
     func keys(under prefix: String, after startAfter: String?) async throws -> [String] { try await inner.keys(under: prefix, after: startAfter) }
