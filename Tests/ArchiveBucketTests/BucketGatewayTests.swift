@@ -99,10 +99,7 @@ import Testing
             let a = try ArchiveStore(directory: dir + "/a")
             for n in 0..<400 { _ = try a.put(Data("{\"v\":\"\(n)\"}".utf8), as: try ObjectID(collection: "Person", key: "p\(n)")) }
             let url = "s3://\(client.configuration.bucket)/replica"
-            let environment = [
-                "AWS_ACCESS_KEY_ID=\(CephGateway.accessKey)", "AWS_SECRET_ACCESS_KEY=\(CephGateway.secretKey)",
-                "AWS_ENDPOINT_URL=\(gateway.endpoint.absoluteString)", "AWS_REGION=\(client.configuration.region)",
-            ]
+            let environment = gatewayEnvironment(gateway.endpoint)
             var rng = SeededGenerator(seed: 99)
             var killed = 0
             for round in 0..<5 {
@@ -123,6 +120,21 @@ import Testing
         }
     }
 
+    @Test func theCommandSaysWhatIsWrongInOneSentence() async throws {
+        let gateway = try await CephGateway.shared()
+        let bucket = try await gateway.makeBucket()
+        try await withTemporaryDirectory { dir in
+            _ = try ArchiveStore(directory: dir + "/a")
+            let environment = gatewayEnvironment(gateway.endpoint)
+            let noReplica = try await runArchiveSyncOffPool(["sync", dir + "/a", "s3://\(bucket)/nothing"], environment: environment)
+            #expect(noReplica.status == 2, "\(noReplica)")
+            #expect(noReplica.errorOutput.contains("is not a bucket replica (it has no replica marker)"), "\(noReplica)")
+            let twoBuckets = try await runArchiveSyncOffPool(["sync", "s3://\(bucket)/a", "s3://\(bucket)/b"], environment: environment)
+            #expect(twoBuckets.status == 2, "\(twoBuckets)")
+            #expect(twoBuckets.errorOutput.contains("two buckets cannot sync with each other"), "\(twoBuckets)")
+        }
+    }
+
     @Test func aServerThatDropsConditionalHeadersIsRefusedByInit() async throws {
         let gateway = try await CephGateway.shared()
         let bucket = try await gateway.makeBucket()
@@ -131,13 +143,18 @@ import Testing
         proxy.stripConditionalHeaders = true
         let result = try await runArchiveSyncOffPool(
             ["init", "s3://\(bucket)/replica"],
-            environment: [
-                "AWS_ACCESS_KEY_ID=\(CephGateway.accessKey)", "AWS_SECRET_ACCESS_KEY=\(CephGateway.secretKey)",
-                "AWS_ENDPOINT_URL=\(proxy.endpoint.absoluteString)",
-            ])
+            environment: gatewayEnvironment(proxy.endpoint))
         #expect(result.status == 2, "\(result)")
         #expect(result.errorOutput.contains("ignores conditional writes"), "\(result)")
     }
+}
+
+/// The test user's keys and `endpoint`, as `NAME=value` for the command's environment.
+func gatewayEnvironment(_ endpoint: URL) -> [String] {
+    [
+        "AWS_ACCESS_KEY_ID=\(CephGateway.accessKey)", "AWS_SECRET_ACCESS_KEY=\(CephGateway.secretKey)",
+        "AWS_ENDPOINT_URL=\(endpoint.absoluteString)", "AWS_REGION=us-east-1",
+    ]
 }
 
 /// `archive-sync arguments` with `environment` (`NAME=value`) added, on a thread of its own.
