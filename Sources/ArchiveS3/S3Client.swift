@@ -66,7 +66,7 @@ public final class S3Client: Sendable {
         self.configuration = configuration
         signer = SignatureV4(credentials: configuration.credentials, region: configuration.region)
         var http = HTTPClient.Configuration(
-            redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10)), decompression: .disabled)
+            redirectConfiguration: .disallow, timeout: .init(connect: configuration.connectTimeout.timeAmount), decompression: .disabled)
         http.httpVersion = .http1Only
         httpClient = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: http)
     }
@@ -78,7 +78,9 @@ public final class S3Client: Sendable {
     /// conditional multipart write only where any writer's bytes are right (content-addressed
     /// blobs, whose key is the hash of their bytes).
     ///
-    /// Throws ``S3Error/preconditionFailed(key:)`` when the condition does not hold.
+    /// An `.ifNoneMatch` write that finds the same bytes already at the key returns their ETag:
+    /// a retry whose first try landed (its answer lost), or another writer of identical bytes,
+    /// is a success. Throws ``S3Error/preconditionFailed(key:)`` when the condition does not hold.
     @discardableResult
     public func put(_ key: String, _ data: Data, condition: S3WriteCondition = .none) async throws -> String {
         if data.count > configuration.multipartThreshold {

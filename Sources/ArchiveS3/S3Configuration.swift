@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 
 /// The keys that sign requests.
 public struct S3Credentials: Sendable, Hashable {
@@ -41,8 +42,7 @@ public struct S3RetryPolicy: Sendable {
     func delay(after attempt: Int) -> Duration {
         let exponent = min(attempt - 1, 20)
         let cap = min(maxDelay, baseDelay * (1 << exponent))
-        let nanoseconds = cap.components.seconds * 1_000_000_000 + cap.components.attoseconds / 1_000_000_000
-        return .nanoseconds(Int64.random(in: 0...max(0, nanoseconds)))
+        return .nanoseconds(Int64.random(in: 0...max(0, cap.timeAmount.nanoseconds)))
     }
 }
 
@@ -71,6 +71,10 @@ public struct S3Configuration: Sendable {
     public var maxObjectSize: Int = 1 << 30
     /// How long one request (one try) may take.
     public var requestTimeout: Duration = .seconds(60)
+    /// How long a try waits for a connection. The HTTP client keeps trying to connect (a
+    /// refused connection included) until then, so this bounds how soon a server that is down
+    /// counts as one failed try.
+    public var connectTimeout: Duration = .seconds(10)
     public var retry = S3RetryPolicy()
 
     /// A configuration from its parts; `addressing` defaults to path-style when `endpoint` is

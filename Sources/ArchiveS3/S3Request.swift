@@ -54,9 +54,11 @@ extension S3Client {
                 let error = S3ErrorAnswer(response)
                 if error.isRetryable && attempt < configuration.retry.maxAttempts { break }
                 throw error.s3Error(for: request, configuration: configuration)
+            case .failure(let error as ShortAnswer):
+                // An answer that broke off is retried like a lost connection.
+                if attempt < configuration.retry.maxAttempts { break }
+                throw S3Error.invalidResponse(error.sentence)
             case .failure(let error as S3Error):
-                // An answer that broke off (a short body) is retried like a lost connection.
-                if case .invalidResponse = error, attempt < configuration.retry.maxAttempts { break }
                 throw error
             case .failure(let error):
                 if error is CancellationError { throw error }
@@ -86,23 +88,27 @@ extension S3Client {
         for (name, value) in signed + request.headers { http.headers.add(name: name, value: value) }
         if !request.body.isEmpty { http.body = .bytes(ByteBuffer(bytes: request.body)) }
 
-        let timeout = TimeAmount.nanoseconds(
-            configuration.requestTimeout.components.seconds * 1_000_000_000 + configuration.requestTimeout.components.attoseconds
-                / 1_000_000_000)
-        let response = try await httpClient.execute(http, timeout: timeout)
-        let body = try await response.body.collect(upTo: configuration.maxObjectSize + 1)
-        let answer = S3Response(status: Int(response.status.code), headers: response.headers, body: Data(body.readableBytesView))
-        // A HEAD answer has the object's length and no body.
-        if request.method != .HEAD, let length = response.headers.first(name: "content-length").flatMap(Int.init), length != body.readableBytes {
-            throw S3Error.invalidResponse(
-                "the answer to \(request.subject(bucket: configuration.bucket)) had \(body.readableBytes) bytes where its Content-Length said \(length)"
-            )
+        let response = try await httpClient.execute(http, timeout: configuration.requestTimeout.timeAmount)
+        let subject = request.subject(bucket: configuration.bucket)
+        let length = response.headers.first(name: "content-length").flatMap(Int.init)
+        let tooLarge = S3Error.invalidResponse(
+            "the answer to \(subject) is larger than the client's maxObjectSize, \(configuration.maxObjectSize) bytes")
+        if request.method != .HEAD, let length, length > configuration.maxObjectSize { throw tooLarge }
+        let body: ByteBuffer
+        do {
+            body = try await response.body.collect(upTo: configuration.maxObjectSize)
+        } catch is NIOTooManyBytesError {
+            throw tooLarge
         }
-        return answer
+        // A HEAD answer has the object's length and no body.
+        if request.method != .HEAD, let length, length != body.readableBytes {
+            throw ShortAnswer(sentence: "the answer to \(subject) had \(body.readableBytes) bytes where its Content-Length said \(length)")
+        }
+        return S3Response(status: Int(response.status.code), headers: response.headers, body: Data(body.readableBytesView))
     }
 
     /// The Host header and the encoded path of a request on `key` (nil: the bucket).
-    private func address(of key: String?) -> (host: String, path: String) {
+    func address(of key: String?) -> (host: String, path: String) {
         let endpoint = configuration.endpoint
         let port = endpoint.port.map { ":\($0)" } ?? ""
         let encodedKey = key.map { SignatureV4.uriEncode($0, keepSlash: true) } ?? ""
@@ -113,6 +119,12 @@ extension S3Client {
             return ("\(configuration.bucket).\(endpoint.host ?? "")\(port)", "/\(encodedKey)")
         }
     }
+}
+
+/// An answer whose body is shorter than its Content-Length: retried, then an
+/// ``S3Error/invalidResponse(_:)``.
+private struct ShortAnswer: Error {
+    var sentence: String
 }
 
 /// A non-2xx answer, read: its status and S3's `<Error>` code and message when it has them.
@@ -153,5 +165,12 @@ struct S3ErrorAnswer {
         default:
             return .http(status: status, code: code, message: "\(subject) failed\(detail.isEmpty ? "" : " (\(detail))")")
         }
+    }
+}
+
+extension Duration {
+    /// The same span as NIO's `TimeAmount`.
+    var timeAmount: TimeAmount {
+        .nanoseconds(components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000)
     }
 }

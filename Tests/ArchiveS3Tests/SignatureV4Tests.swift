@@ -22,6 +22,16 @@ import Testing
         )
     }
 
+    @Test func test_signsSessionTokenOfTemporaryCredentials() {
+        let signer = SignatureV4(credentials: S3Credentials(accessKeyID: "AK", secretAccessKey: "SK", sessionToken: "TOKEN"), region: "us-east-1")
+        let headers = Dictionary(
+            uniqueKeysWithValues: signer.signingHeaders(
+                method: "GET", path: "/b/k", query: [], headers: [("host", "127.0.0.1:7480")], payloadHash: SignatureV4.payloadHash(Data()),
+                date: Date(timeIntervalSince1970: 0)))
+        #expect(headers["x-amz-security-token"] == "TOKEN")
+        #expect(headers["authorization"]?.contains("SignedHeaders=host;x-amz-content-sha256;x-amz-date;x-amz-security-token,") == true)
+    }
+
     @Test func test_encodesKeysAndQueriesAsS3Does() {
         #expect(SignatureV4.uriEncode("log/a b+c~é", keepSlash: true) == "log/a%20b%2Bc~%C3%A9")
         #expect(SignatureV4.uriEncode("a/b", keepSlash: false) == "a%2Fb")

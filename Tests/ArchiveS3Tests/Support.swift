@@ -13,6 +13,18 @@ func withBucket<T>(
     return try await withClient(configuration) { try await body($0, gateway) }
 }
 
+/// Runs `body` with a client of a new bucket on the shared gateway that goes through a
+/// ``FaultyS3Proxy``; both are stopped afterwards.
+func withProxiedBucket<T>(_ body: (S3Client, FaultyS3Proxy) async throws -> T) async throws -> T {
+    let gateway = try await CephGateway.shared()
+    let bucket = try await gateway.makeBucket()
+    return try await withProxy(gateway) { proxy in
+        var configuration = gateway.configuration(bucket: bucket)
+        configuration.endpoint = proxy.endpoint
+        return try await withClient(configuration) { try await body($0, proxy) }
+    }
+}
+
 /// Runs `body` with a client of `configuration`, shut down afterwards.
 func withClient<T>(_ configuration: S3Configuration, _ body: (S3Client) async throws -> T) async throws -> T {
     try await using(S3Client(configuration), stop: { try await $0.shutdown() }, body)

@@ -39,6 +39,8 @@ public final class CephGateway: Sendable {
             endpoint: endpoint, credentials: S3Credentials(accessKeyID: Self.accessKey, secretAccessKey: Self.secretKey), bucket: bucket)
         configuration.retry = S3RetryPolicy(maxAttempts: 4, baseDelay: .milliseconds(50), maxDelay: .milliseconds(500))
         configuration.requestTimeout = .seconds(30)
+        // A stopped gateway refuses at once; the client would keep trying to connect for 10 s.
+        configuration.connectTimeout = .milliseconds(500)
         return configuration
     }
 
@@ -77,7 +79,8 @@ public final class CephGateway: Sendable {
         if case .success(let gateway) = sharedGateway.withLock({ $0 }) { gateway.stop() }
     }
 
-    /// Starts a cluster of its own: mon, OSD, gateway, user. Takes a few seconds.
+    /// Starts a cluster of its own: mon, OSD, gateway, user. Takes a few seconds. Stop it with
+    /// ``stop()`` (its deinit does too).
     public static func start() throws -> CephGateway {
         for tool in ["ceph-mon", "ceph-osd", "radosgw", "radosgw-admin", "ceph", "ceph-authtool", "monmaptool"] {
             guard FileManager.default.isExecutableFile(atPath: "/usr/bin/\(tool)") else {
@@ -86,14 +89,19 @@ public final class CephGateway: Sendable {
             }
         }
         reapLeftovers()
-        let gateway = try CephGateway()
-        do {
-            try gateway.bringUp()
-        } catch {
-            gateway.stop()
-            throw error
+        // Three tries: a free port can be taken by another test's server before a daemon binds it.
+        var failure = ""
+        for _ in 0..<3 {
+            let gateway = try CephGateway()
+            do {
+                try gateway.bringUp()
+                return gateway
+            } catch {
+                gateway.stop()
+                failure = "\(error)"
+            }
         }
-        return gateway
+        throw TestSupportError("Ceph did not start in 3 tries; the last: \(failure)")
     }
 
     private init() throws {

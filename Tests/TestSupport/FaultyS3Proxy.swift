@@ -7,8 +7,10 @@ import NIOPosix
 
 /// An HTTP forwarder on 127.0.0.1 in front of an S3 server (``CephGateway``) that misbehaves
 /// on demand: it answers the next requests `503 SlowDown` without forwarding them
-/// (``failNext(_:)``), or drops `If-None-Match` and `If-Match` on the way (``stripConditionalHeaders``),
-/// so the server behaves as one that ignores conditional writes.
+/// (``failNext(_:)``), forwards the next requests and then closes the connection instead of
+/// answering (``loseNextAnswers(_:)``: the write happened, the client cannot know), or drops
+/// `If-None-Match` and `If-Match` on the way (``stripConditionalHeaders``), so the server
+/// behaves as one that ignores conditional writes.
 ///
 /// The client leaves those headers unsigned (SignatureV4.swift's caller says why), so the
 /// server still takes the signature. The Host header is forwarded as the client signed it.
@@ -20,6 +22,7 @@ public final class FaultyS3Proxy: Sendable {
 
     struct Faults {
         var failuresLeft = 0
+        var lostAnswersLeft = 0
         var stripConditionalHeaders = false
         var requests = 0
         var failed = 0
@@ -30,6 +33,9 @@ public final class FaultyS3Proxy: Sendable {
 
     /// Answers the next `count` requests with 503 SlowDown.
     public func failNext(_ count: Int) { proxy.faults.withLock { $0.failuresLeft = count } }
+
+    /// Forwards the next `count` requests, then drops each answer and the connection.
+    public func loseNextAnswers(_ count: Int) { proxy.faults.withLock { $0.lostAnswersLeft = count } }
 
     /// Whether it drops `If-None-Match` and `If-Match` from the requests it forwards.
     public var stripConditionalHeaders: Bool {
@@ -79,16 +85,19 @@ private final class ProxyState: Sendable {
         self.client = client
     }
 
-    /// The answer to one whole request: a 503 of its own, or the server's.
-    func answer(_ head: HTTPRequestHead, _ body: ByteBuffer) async -> (HTTPResponseHead, ByteBuffer) {
-        let (fail, strip) = faults.withLock { faults in
+    /// The answer to one whole request: a 503 of its own, or the server's; nil to close the
+    /// connection instead.
+    func answer(_ head: HTTPRequestHead, _ body: ByteBuffer) async -> (HTTPResponseHead, ByteBuffer)? {
+        let (fail, lose, strip) = faults.withLock { faults in
             faults.requests += 1
             let fail = faults.failuresLeft > 0
             if fail {
                 faults.failuresLeft -= 1
                 faults.failed += 1
             }
-            return (fail, faults.stripConditionalHeaders)
+            let lose = !fail && faults.lostAnswersLeft > 0
+            if lose { faults.lostAnswersLeft -= 1 }
+            return (fail, lose, faults.stripConditionalHeaders)
         }
         if fail {
             let text = "<?xml version=\"1.0\"?><Error><Code>SlowDown</Code><Message>injected by the test proxy</Message></Error>"
@@ -106,6 +115,7 @@ private final class ProxyState: Sendable {
         do {
             let response = try await client.execute(request, timeout: .seconds(60))
             let answer = try await response.body.collect(upTo: 1 << 30)
+            if lose { return nil }
             var headers = response.headers
             headers.remove(name: "transfer-encoding")
             headers.remove(name: "connection")
@@ -140,9 +150,14 @@ private final class ForwardingHandler: ChannelInboundHandler {
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
             let proxy = self.proxy
             Task {
-                let (responseHead, answer) = await proxy.answer(head, body)
+                let reply = await proxy.answer(head, body)
                 bound.eventLoop.execute {
-                    var responseHead = responseHead
+                    guard let reply else {
+                        bound.value.close(promise: nil)
+                        return
+                    }
+                    var responseHead = reply.0
+                    let answer = reply.1
                     if responseHead.headers["content-length"].isEmpty && head.method != .HEAD {
                         responseHead.headers.add(name: "content-length", value: String(answer.readableBytes))
                     }
