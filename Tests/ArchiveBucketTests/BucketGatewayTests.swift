@@ -120,6 +120,27 @@ import Testing
         }
     }
 
+    @Test func aNoOpSyncIsFourRequests() async throws {
+        let gateway = try await CephGateway.shared()
+        let proxy = try await FaultyS3Proxy.start(upstream: gateway.endpoint)
+        defer { Task { try? await proxy.stop() } }
+        var configuration = gateway.configuration(bucket: try await gateway.makeBucket())
+        configuration.endpoint = proxy.endpoint
+        let client = S3Client(configuration)
+        defer { Task { try? await client.shutdown() } }
+        _ = try await BucketReplica.create(storage: client, prefix: "replica", name: "s3://test/replica")
+        try await withTemporaryDirectory { dir in
+            let a = try ArchiveStore(directory: dir + "/a")
+            for n in 0..<200 { _ = try a.put(Data("{\"v\":\"\(n)\"}".utf8), as: try ObjectID(collection: "Person", key: "p\(n)")) }
+            _ = try await sync(a, with: client, prefix: "replica")
+            let before = proxy.counts.requests
+            let report = try await sync(a, with: client, prefix: "replica")
+            #expect(report.changes == 0)
+            // The probe's PUT and the client's read-back of the refusal, the logs' names, the one log.
+            #expect(proxy.counts.requests - before == 4)
+        }
+    }
+
     @Test func theCommandSaysWhatIsWrongInOneSentence() async throws {
         let gateway = try await CephGateway.shared()
         let bucket = try await gateway.makeBucket()
