@@ -103,10 +103,16 @@ import Testing
             var rng = SeededGenerator(seed: 99)
             var killed = 0
             for round in 0..<5 {
-                let command = try RunningCommand(environment + [archiveSyncProgram, "sync", a.path, url], executable: "/usr/bin/env")
-                try await Task.sleep(for: .milliseconds(Int.random(in: 30...700, using: &rng)))
-                command.send(SIGKILL)
-                if command.wait().status == 128 + SIGKILL { killed += 1 }
+                let delay = UInt32(Int.random(in: 30...700, using: &rng))
+                // Timed on a thread of its own: a sleep on the test pool, busy with the whole
+                // suite, can wake long after the sync has finished.
+                let status = try await offPool {
+                    let command = try RunningCommand(environment + [archiveSyncProgram, "sync", a.path, url], executable: "/usr/bin/env")
+                    usleep(delay * 1_000)
+                    command.send(SIGKILL)
+                    return command.wait().status
+                }
+                if status == 128 + SIGKILL { killed += 1 }
                 // Edits between runs: the next run takes them too.
                 _ = try a.put(Data("{\"v\":\"edit \(round)\"}".utf8), as: try ObjectID(collection: "Person", key: "p\(round)"))
             }
