@@ -8,7 +8,7 @@
 # Each installs the Debian packages it needs, and only when they are missing.
 
 SWIFT ?= swift
-APT_PACKAGES = libsqlite3-dev libinotifytools0-dev openssh-server openssh-client python3
+APT_PACKAGES = libsqlite3-dev libinotifytools0-dev openssh-server openssh-client python3 iproute2
 BENCH_PACKAGES = rsync unison
 
 .PHONY: deps demo test test-power-cut test-tsan bench build format fuzz fuzz-build fuzz-replay fuzz-seeds
