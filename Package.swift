@@ -58,7 +58,7 @@ let package = Package(
         // Sync of two stores: the planner, the executor and the transports.
         .target(
             name: "ArchiveSync",
-            dependencies: ["ArchiveStore", "ArchiveLocking", "ArchiveMerge", "ArchiveProcess", "CArchiveShims"]
+            dependencies: ["ArchiveStore", "ArchiveLocking", "ArchiveMerge", "ArchiveProcess", "ArchiveWatch", "CArchiveShims"]
         ),
         // A typed in-memory model cache over a store, invalidated by its change stream.
         .target(

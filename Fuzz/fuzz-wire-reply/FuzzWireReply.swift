@@ -5,7 +5,7 @@ import FuzzSupport
 
 let kinds: [Wire.Kind] = [
     .hello, .begin, .end, .makeCurrent, .changeSequence, .liveObjectCount, .checkpoint, .setCheckpoint, .sequenceAfterOwnWrites,
-    .entriesAfter, .entriesChanged, .entriesFor, .contents, .apply, .mergeVectors, .mergeBases, .failure,
+    .entriesAfter, .entriesChanged, .entriesFor, .contents, .apply, .mergeVectors, .mergeBases, .failure, .watch, .ping, .changed,
 ]
 
 /// A reply as the client reads it: the first byte names the request it answers, the rest is

@@ -79,13 +79,43 @@ package final class RemoteReplica: SyncReplica {
 
     package func begin() throws { try call(.begin, Wire.Reply.empty) }
 
-    /// Ends the session: the far side releases its store's lock and exits.
+    /// Ends the session: the far side releases its store's lock and exits. In a live
+    /// session only the lock is released: the connection stays for the next cycle.
     package func end() {
+        let live = isLive.withLock { $0 }
         connection.withLock { connection in
             if !connection.isClosed { _ = try? connection.call(.end, name: name, beforeHandshake: false) }
-            connection.close()
+            if !live { connection.close() }
         }
     }
+
+    private let isLive = TracedMutex(false)
+
+    /// Makes this a live session's connection (protocol version 3): the far side watches its
+    /// store (gathering events for `debounce`) and sends `notice` its change sequence whenever it moves; both sides keep the link
+    /// alive, and `lost` is called once, with why, when it is gone (closed, or silent for
+    /// ``Wire/Live/silence(after:)``).
+    /// - Throws: ``SyncError/remote(_:)`` when the far side speaks an older version.
+    package func goLive(
+        keepalive: Duration, debounce: Duration, notice: @escaping @Sendable (Int) -> Void, lost: @escaping @Sendable (String) -> Void
+    ) throws {
+        guard version >= Wire.liveVersion else {
+            throw SyncError.remote(
+                "\(name): the far side speaks protocol version \(version), which has no live sessions (version \(Wire.liveVersion)); install the same release of archive-sync on both hosts"
+            )
+        }
+        try call(.watch(keepalive: keepalive, debounce: debounce), Wire.Reply.empty)
+        isLive.withLock { $0 = true }
+        connection.withLock { $0.goLive(keepalive: keepalive, notice: notice, lost: lost) }
+    }
+
+    /// Closes the connection (a live session's, at its end or when it is given up).
+    package func close() {
+        connection.withLock { $0.close() }
+    }
+
+    /// False once the connection is closed (by either side, or given up).
+    package var isOpen: Bool { connection.withLock { !$0.isClosed } }
 
     package func makeCurrent() throws -> Bool { try call(.makeCurrent, Wire.Reply.flag) }
     package func changeSequence() throws -> Int { try call(.changeSequence) { try Wire.Reply.count($0, "a change sequence") } }
@@ -246,96 +276,5 @@ package final class RemoteReplica: SyncReplica {
         }
         if start < items.count { result.append(items[start...]) }
         return result
-    }
-}
-
-/// The transport: the child process and the frames on its stdin and stdout.
-private final class Connection {
-    private let process: ChildProcess
-    private let channel: FrameChannel
-    private(set) var isClosed = false
-
-    init(command: [String]) throws {
-        guard let program = command.first else { throw SyncError.remote("no command to reach the far side") }
-        do {
-            // Its stderr on a thread of its own, so that it never blocks on a full pipe; the
-            // last few kilobytes say why it failed.
-            process = try ChildProcess(program, Array(command.dropFirst()), stdin: .pipe, stdout: .pipe, stderr: .collect(lastBytes: 8_192))
-        } catch {
-            switch error.call {
-            case "pipe": throw SyncError.remote("cannot make a pipe: \(String(cString: strerror(error.errno)))")
-            default: throw SyncError.remote("cannot start \(command.joined(separator: " ")): \(String(cString: strerror(error.errno)))")
-            }
-        }
-        // Both pipes are open until `close()`; writes go through the no-SIGPIPE path.
-        channel = FrameChannel(input: process.standardOutput!, output: process.standardInput!)
-    }
-
-    /// One request and the payload of its `ok` reply.
-    func call(_ request: Wire.Request, name: String, beforeHandshake: Bool) throws -> [UInt8] {
-        guard !isClosed else { throw SyncError.remote("\(name): the connection to the far side is closed") }
-        do {
-            try channel.send(request.kind, request.encode())
-            let (replyKind, reply) = try channel.receive()
-            switch replyKind {
-            case .ok:
-                return reply
-            case .failure:
-                throw SyncError.remote("\(name): " + ((try? Wire.Reply.failure(reply)) ?? "a failure it could not describe"))
-            default:
-                throw WireError("the far side sent a request where a reply belongs")
-            }
-        } catch is ChannelClosed {
-            close()
-            throw SyncError.remote("\(name): \(closedMessage(beforeHandshake: beforeHandshake))")
-        } catch let error as WireError {
-            close()
-            let said = stderrText(waiting: .milliseconds(200))
-            throw SyncError.remote("\(name): \(error.description)" + (said.isEmpty ? "" : "; it said: \(said)"))
-        }
-    }
-
-    /// Why the far side went away, in its (or ssh's) words.
-    private func closedMessage(beforeHandshake: Bool) -> String {
-        _ = process.wait(timeout: .seconds(5))
-        let said = stderrText(waiting: .seconds(1))
-        var message = beforeHandshake ? "the far side closed the connection before the handshake" : "the connection to the far side closed"
-        switch process.termination {
-        case .signalled(let number)?: message += " (the transport was killed by signal \(number))"
-        case .exited(127)?: message += " (exit 127: is archive-sync installed there? --remote-cmd names it)"
-        case .exited(let status)? where status != 0: message += " (exit \(status))"
-        default: break
-        }
-        return said.isEmpty ? message : message + ": " + said
-    }
-
-    /// What the child said on stderr, trimmed, on one line; waits up to `timeout` for it to end.
-    private func stderrText(waiting timeout: Duration) -> String {
-        _ = process.waitForErrorOutputEnd(timeout: timeout)
-        return String(decoding: process.collectedErrorOutput, as: UTF8.self).split(whereSeparator: \.isNewline)
-            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: "; ")
-    }
-
-    /// Closes the pipes (the far side sees the end of its input) and waits briefly for the
-    /// child; one that does not exit is terminated.
-    func close() {
-        guard !isClosed else { return }
-        isClosed = true
-        process.closeStandardInput()
-        // The child's stderr ends when it (and anything it started) exits: a prompt signal,
-        // where the notice of the exit itself is only polled.
-        var waited = 0
-        while !process.waitForErrorOutputEnd(timeout: .milliseconds(5)) && process.isRunning && waited < 1_000 { waited += 1 }
-        if waited == 1_000 { process.terminate(grace: .seconds(1)) }
-        // Its stderr has ended: it is exiting, if it has not exited yet.
-        _ = process.wait(timeout: .seconds(1))
-        process.closeStandardOutput()
-    }
-
-    deinit {
-        if !isClosed {
-            process.closeStandardInput()
-            process.terminate(grace: .seconds(1))
-        }
     }
 }

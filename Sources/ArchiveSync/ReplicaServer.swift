@@ -24,6 +24,8 @@ package final class ReplicaServer {
     private var replica: LocalReplica?
     /// The protocol version the handshake chose.
     private var version: UInt32 = 0
+    /// Set by a live session's watch request: sends then go through it, one at a time.
+    private var live: ServerLive?
 
     /// - Parameters:
     ///   - storePath: the store this server is confined to.
@@ -41,12 +43,18 @@ package final class ReplicaServer {
     /// - Returns: the exit status: 0 when the client ended the session, 1 when the connection
     ///   closed before that, 2 when a frame broke the protocol or the store could not be opened.
     package func run() -> Int32 {
+        defer { live?.stop() }
         while true {
             let request: Wire.Request
             do {
+                live?.waiting(true)
                 let (kind, payload) = try channel.receive()
+                live?.waiting(false)
+                if kind == .ping && live != nil { continue }
                 request = try Wire.Request.decode(kind, payload)
             } catch is ChannelClosed {
+                // A live session has no last request: the client closes the connection.
+                if live != nil { return 0 }
                 log("the other side closed the connection before the end of the session")
                 return 1
             } catch {
@@ -54,8 +62,9 @@ package final class ReplicaServer {
             }
             do {
                 let reply = try handle(request)
-                try channel.send(.ok, reply)
-                if case .end = request { return 0 }
+                try send(.ok, reply)
+                if case .watch(_, let debounce) = request, let live, let store = replica?.store { try live.start(store: store, debounce: debounce) }
+                if case .end = request, live == nil { return 0 }
             } catch let error as WireError {
                 return refuse(error.description)
             } catch is ChannelClosed {
@@ -91,7 +100,11 @@ package final class ReplicaServer {
     private func sendFailure(_ message: String) {
         var writer = WireWriter()
         writer.string(String(message.prefix(4_000)))
-        try? channel.send(.failure, writer.bytes)
+        try? send(.failure, writer.bytes)
+    }
+
+    private func send(_ kind: Wire.Kind, _ payload: [UInt8]) throws {
+        if let live { try live.send(kind, payload) } else { try channel.send(kind, payload) }
     }
 
     private struct HandshakeFailed: Error {
@@ -148,6 +161,10 @@ package final class ReplicaServer {
             for ok in applied { writer.bool(ok) }
         case .mergeVectors(let merges):
             try replica.mergeVectors(merges)
+        case .watch(let keepalive, _):
+            guard version >= Wire.liveVersion else { throw WireError("a watch request in a session of protocol version \(version), which has none") }
+            guard live == nil else { throw WireError("a second watch request in one session") }
+            live = try ServerLive(channel: channel, keepalive: keepalive, store: replica.store)
         case .mergeBases(let queries):
             // As a server of version 1 would: it knows no such request.
             guard version >= 2 else { throw WireError("a merge-base request in a session of protocol version \(version), which has none") }

@@ -18,6 +18,9 @@ public final class Sync: Sendable {
     let a: any SyncReplica
     let b: any SyncReplica
     private let options: SyncOptions
+    /// Live sessions: told of each object once it has landed, and asked between pages
+    /// whether to stop (each object is then old or new; the next sync completes the work).
+    private let observer: SyncObserver?
     /// Objects compared, read and written per step: bounds memory whatever the stores' size.
     /// Two steps are in memory at once (one landing, the next being read); 1,000 keeps a first
     /// sync of 100,000 objects at about 35 MB, 2,000 took it to 45 MB (Benchmarks/README.md).
@@ -28,10 +31,11 @@ public final class Sync: Sendable {
         self.init(a: LocalReplica(local), b: LocalReplica(remote), options: options)
     }
 
-    package init(a: any SyncReplica, b: any SyncReplica, options: SyncOptions) {
+    package init(a: any SyncReplica, b: any SyncReplica, options: SyncOptions, observer: SyncObserver? = nil) {
         self.a = a
         self.b = b
         self.options = options
+        self.observer = observer
     }
 
     /// Runs the sync (or, with ``SyncOptions/dryRun``, plans it) and reports what it did.
@@ -102,6 +106,7 @@ public final class Sync: Sendable {
             options.progress?(min(done, total), total)
         }
         try walk.forEachPage { pairs in
+            if observer?.shouldStop() == true { throw CancellationError() }
             let page = try prepare(pairs.map { SyncPlanner.action(a: $0.0, b: $0.1, preference: options.preference, merge: options.merge) })
             if let previous = landing { try finish(previous) }
             landing = InBackground { try self.land(page) }
@@ -364,6 +369,7 @@ public final class Sync: Sendable {
                         continue
                     }
                     if let then = write.then { merges[side.other]!.append(then) }
+                    observer?.landed(write.object, on: side, tally: write.tally)
                     switch write.tally {
                     case .copy(.a, false): outcome.copiedToA += 1
                     case .copy(.b, false): outcome.copiedToB += 1

@@ -24,7 +24,11 @@ import Foundation
 package enum Wire {
     /// The protocol versions this build speaks. Version 2 adds ``Kind/mergeBases``: with a far
     /// side that speaks only 1, a field merge finds its base in the near side's history only.
-    package static let versions: ClosedRange<UInt32> = 1...2
+    /// Version 3 adds live sessions (``Kind/watch``, ``Kind/ping``, ``Kind/changed``): a far
+    /// side of 1 or 2 still serves one-shot syncs.
+    package static let versions: ClosedRange<UInt32> = 1...3
+    /// The first version with live sessions.
+    package static let liveVersion: UInt32 = 3
     /// The largest payload a frame may carry; checked before anything is allocated.
     package static let maximumFrame = 64 << 20
     /// The largest object a sync carries between hosts (63 MiB): one object's bytes and the
@@ -95,10 +99,18 @@ package enum Wire {
         case hello = 1
         case begin, end, makeCurrent, changeSequence, liveObjectCount, checkpoint, setCheckpoint, sequenceAfterOwnWrites
         case entriesAfter, entriesChanged, entriesFor, contents, apply, mergeVectors, mergeBases
+        /// Version 3: the client asks the far side to watch its store for the session's life
+        /// and to keep the link alive (see `WireLive.swift`).
+        case watch
         /// A reply: the request was carried out; its results follow.
         case ok = 0x80
         /// A reply: the request failed; a message follows.
         case failure = 0x81
+        /// Version 3, after ``watch``, either way and unanswered: the link is alive.
+        case ping = 0x82
+        /// Version 3, after ``watch``, far side to client, unsolicited: the far store's change
+        /// sequence moved (the new sequence follows).
+        case changed = 0x83
     }
 }
 

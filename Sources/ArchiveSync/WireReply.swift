@@ -64,7 +64,7 @@ extension Wire {
         package static func decode(replyTo kind: Kind, _ payload: [UInt8]) throws {
             switch kind {
             case .hello: _ = try HelloReply.decode(payload)
-            case .begin, .end, .setCheckpoint, .mergeVectors: try empty(payload)
+            case .begin, .end, .setCheckpoint, .mergeVectors, .watch: try empty(payload)
             case .makeCurrent: _ = try flag(payload)
             case .changeSequence, .liveObjectCount, .sequenceAfterOwnWrites: _ = try count(payload, "a number")
             case .checkpoint: _ = try checkpoint(payload)
@@ -74,6 +74,8 @@ extension Wire {
             case .apply: _ = try applied(payload)
             case .mergeBases: _ = try mergeBases(payload)
             case .ok, .failure: _ = try failure(payload)
+            case .ping: try empty(payload)
+            case .changed: _ = try count(payload, "a change sequence")
             }
         }
 

@@ -23,6 +23,9 @@ extension Wire {
         case mergeVectors([VectorMerge])
         /// Each object's id and the vector of the base a field merge wants.
         case mergeBases([MergeBaseQuery])
+        /// Version 3: watch the store (gathering its events for `debounce`) and keep the link
+        /// alive, pinging after `keepalive` of silence (see ``Wire/Live``).
+        case watch(keepalive: Duration, debounce: Duration)
 
         package struct ContentRequest: Sendable {
             package var id: ObjectID
@@ -47,6 +50,7 @@ extension Wire {
             case .apply: .apply
             case .mergeVectors: .mergeVectors
             case .mergeBases: .mergeBases
+            case .watch: .watch
             }
         }
 
@@ -57,6 +61,9 @@ extension Wire {
             switch self {
             case .hello(let hello): return hello.encode()
             case .begin, .end, .makeCurrent, .changeSequence, .liveObjectCount: break
+            case .watch(let keepalive, let debounce):
+                writer.count(Wire.Live.milliseconds(keepalive))
+                writer.count(Wire.Live.milliseconds(debounce))
             case .checkpoint(let peer): writer.replica(peer)
             case .setCheckpoint(let peer, let sequence):
                 writer.replica(peer)
@@ -125,6 +132,11 @@ extension Wire {
             switch kind {
             case .hello: return .hello(try Hello.decode(payload))
             case .ok, .failure: throw WireError("a reply where a request belongs")
+            case .ping, .changed: throw WireError("a notice where a request belongs")
+            case .watch:
+                request = .watch(
+                    keepalive: try Wire.Live.keepalive(&reader),
+                    debounce: .milliseconds(try reader.count(max: Wire.Live.maximumDebounce, "a debounce in milliseconds")))
             case .begin: request = .begin
             case .end: request = .end
             case .makeCurrent: request = .makeCurrent

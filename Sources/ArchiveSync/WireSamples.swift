@@ -32,6 +32,7 @@ extension Wire {
                 ]),
                 .mergeVectors([VectorMerge(id: id, hash: hash, vector: vector), VectorMerge(id: id, hash: nil, vector: VersionVector())]),
                 .mergeBases([MergeBaseQuery(id: id, base: vector), MergeBaseQuery(id: id, base: VersionVector())]),
+                .watch(keepalive: .seconds(10), debounce: .milliseconds(20)),
             ]
         }
 
@@ -53,7 +54,9 @@ extension Wire {
             return [
                 (.hello, Wire.HelloReply(versions: 1...1, chosen: 1, store: (peer, "/srv/store")).encode()),
                 (.hello, Wire.HelloReply(versions: 1...2, chosen: nil, store: nil).encode()),
-                reply(.begin) { _ in }, reply(.mergeVectors) { _ in },
+                reply(.begin) { _ in }, reply(.mergeVectors) { _ in }, reply(.watch) { _ in },
+                // The live session's unanswered frames, either way.
+                reply(.ping) { _ in }, reply(.changed) { $0.count(70_001) },
                 reply(.makeCurrent) { $0.bool(true) },
                 reply(.changeSequence) { $0.count(70_000) },
                 reply(.checkpoint) {

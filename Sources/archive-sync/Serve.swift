@@ -15,7 +15,9 @@ struct Serve: ParsableCommand {
             To let a key do nothing but sync one store, pin it in ~/.ssh/authorized_keys:
               command="archive-sync serve --stdio /srv/store",restrict ssh-ed25519 AAAA...
 
-            Exit status: 0 when the sync ended the session, 1 when the connection closed early, 2 for a frame that breaks the protocol or a path that is not a store (that frame changes nothing; writes that landed earlier in the session stay).
+            A live session (`sync --watch`, `watch --sync-with`) asks it, over the same connection, to watch the store for the session's life: it then tells the other side when its change sequence moves, pings when quiet, and ends itself (exit 1) when the other side has been silent for 2.5 keepalive intervals.
+
+            Exit status: 0 when the sync ended the session (a live one: closed the connection), 1 when the connection closed early, 2 for a frame that breaks the protocol or a path that is not a store (that frame changes nothing; writes that landed earlier in the session stay).
             """
     )
 

@@ -56,6 +56,9 @@ struct SyncCommand: ParsableCommand {
               archive-sync sync ./store user@host:/srv/store --rsh "ssh -p 2222 -i key"
               archive-sync sync ./a /mnt/backup/store --dry-run
               archive-sync sync ./a ./b --prefer newer --json
+
+            Live (--watch): both stores are watched (the far one by `serve --stdio` in its watch mode, over one connection for the session's life); a change on either side starts an incremental sync after --debounce (default 20 ms), a full compare runs at the start, after each reconnection and hourly. A cycle's own writes are never sent back, and nothing runs while neither side changes. A far side that goes away (noticed within 25 s by the keepalive) is retried after 1 s, doubling to 60 s; writes here keep working. A safety valve that trips stops the session with a message and deletes nothing (exit 1). SIGINT or SIGTERM stop it within 2 s (exit 0). `archive-sync status STORE` shows the session.
+              archive-sync sync ./store user@host:/srv/store --watch --json
             """
     )
 
@@ -79,10 +82,26 @@ struct SyncCommand: ParsableCommand {
     @Flag(help: "Compare every object, not only what changed since the last sync (after restoring a store from a backup).")
     var full = false
 
+    @Flag(
+        help:
+            "Keep the two stores in step until SIGINT or SIGTERM: both sides watched (a far one over one ssh connection), each change synced within a fraction of a second, one line per object carried (--json: one JSON object per line); reconnects on its own."
+    )
+    var watch = false
+
+    @OptionGroup var live: LiveArguments
     @OptionGroup var remote: RemoteOptions
     @OptionGroup var output: OutputOptions
 
+    func validate() throws {
+        if !watch && live.isSet { throw ValidationError("--debounce and --keepalive go with --watch") }
+        if watch && dryRun { throw ValidationError("--dry-run cannot go with --watch: a live session syncs; `diff` shows the plan") }
+    }
+
     func run() throws {
+        if watch {
+            let options = live.options(sync: SyncOptions(preference: prefer, merge: merge, force: force, full: full), create: force)
+            return try runLive([LiveSession(remote.location(stores.a), remote.location(stores.b), options: options)], json: output.json)
+        }
         let progress = ProgressLine("synced")
         let options = SyncOptions(dryRun: dryRun, preference: prefer, merge: merge, force: force, full: full, progress: { progress.update($0, $1) })
         let report = try stores.sync(options: options, create: force, remote: remote).runNow()

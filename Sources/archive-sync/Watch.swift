@@ -1,5 +1,6 @@
 import ArchiveLocking
 import ArchiveStore
+import ArchiveSync
 import ArchiveWatch
 import ArgumentParser
 import Dispatch
@@ -24,6 +25,9 @@ struct Watch: ParsableCommand {
               archive-sync watch ./store
               archive-sync watch ./store --json >> changes.jsonl &
               nohup archive-sync watch ./store > watch.log 2>&1 &
+
+            With --sync-with PEER (a directory or [user@]host:path; repeat it for several), it also keeps each peer in step with the store, as `sync STORE PEER --watch` does, and prints one line per object carried and per connection change instead of the changes (see `sync --help`). A peer whose safety valve trips stops with a message; the others keep running.
+              archive-sync watch ./hub --sync-with ./spoke1 --sync-with user@host:/srv/spoke2
             """
     )
 
@@ -38,25 +42,49 @@ struct Watch: ParsableCommand {
     @Option(help: ArgumentHelp("Seconds between full safety scans (0: never).", valueName: "seconds"))
     var rescanInterval = 3600
 
+    @Option(name: .customLong("sync-with"), help: ArgumentHelp("Keep this store in step with the store as well (repeatable).", valueName: "peer"))
+    var syncWith: [String] = []
+
+    @Option(help: ArgumentHelp("With --sync-with: seconds of silence on a link before a ping (as `sync --watch`).", valueName: "seconds"))
+    var keepalive: Double?
+
+    @Option(
+        help: ArgumentHelp(
+            "With --sync-with: decide conflicts as `sync --prefer` does: a (this store), b (the peer), newer or older.", valueName: "side"))
+    var prefer: SyncPreference?
+
+    @Option(help: ArgumentHelp("With --sync-with: fields or none, as `sync --merge`.", valueName: "mode"))
+    var merge: SyncMerge = .fields
+
+    @Flag(help: "With --sync-with: as `sync --force`.")
+    var force = false
+
+    @OptionGroup var remote: RemoteOptions
+
     func validate() throws {
         guard (0...60_000).contains(debounce) else { throw ValidationError("--debounce must be from 0 to 60000 milliseconds, not \(debounce)") }
         guard rescanInterval >= 0 else { throw ValidationError("--rescan-interval must be 0 (never) or a number of seconds, not \(rescanInterval)") }
+        if syncWith.isEmpty && (keepalive != nil || prefer != nil || force) {
+            throw ValidationError("--keepalive, --prefer and --force go with --sync-with")
+        }
+        try LiveArguments.validate(debounce: debounce, keepalive: keepalive)
     }
 
     func run() throws {
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
         var logger = Logger(label: "archive-sync")
         logger.logLevel = .info
+        if !syncWith.isEmpty {
+            let store = try self.store.open()
+            var options = LiveArguments.options(
+                debounce: debounce, keepalive: keepalive, sync: SyncOptions(preference: prefer, merge: merge, force: force), create: force)
+            options.fullCompareInterval = rescanInterval == 0 ? nil : .seconds(rescanInterval)
+            return try runLive(syncWith.map { LiveSession(store, remote.location($0), options: options) }, json: json)
+        }
 
         // Stop requests may come before the watcher exists (during the first scan).
         let stop = StopRequest()
-        let signals = [SIGINT, SIGTERM].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { stop.request() }
-            source.resume()
-            return source
-        }
+        let signals = stop.onSignals()
         defer { signals.forEach { $0.cancel() } }
 
         let store = try self.store.open()
@@ -126,7 +154,7 @@ struct Watch: ParsableCommand {
 }
 
 /// SIGINT or SIGTERM: runs every action registered, whether it came before or after.
-private final class StopRequest: Sendable {
+final class StopRequest: Sendable {
     private let state = TracedMutex<(requested: Bool, actions: [@Sendable () -> Void])>((false, []))
 
     func request() {
@@ -136,6 +164,18 @@ private final class StopRequest: Sendable {
             return state.actions
         }
         for action in actions { action() }
+    }
+
+    /// Requests the stop on SIGINT or SIGTERM from now on (instead of their default action).
+    /// - Returns: the signal sources, to cancel when done.
+    func onSignals() -> [any DispatchSourceSignal] {
+        [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { self.request() }
+            source.resume()
+            return source
+        }
     }
 
     /// Runs `action` when a stop is requested, or now if one was.

@@ -163,7 +163,7 @@ extension RemoteSyncTests {
                 #expect {
                     _ = try pipeReplica(b.path, versions: 7...9)
                 } throws: { error in
-                    "\(error)".contains("the far side speaks protocol version 1 to 2 and this side 7 to 9")
+                    "\(error)".contains("the far side speaks protocol version 1 to 3 and this side 7 to 9")
                 }
             }
         }
@@ -353,11 +353,11 @@ extension RemoteSyncTests {
                     (
                         {
                             $0.count(1)
-                            $0.count(3)
-                            $0.count(3)
+                            $0.count(4)
+                            $0.count(4)
                             $0.replica(ReplicaID(rawValue: "farside"))
                             $0.string("/srv/store")
-                        }, "the far side chose protocol version 3, which this side did not offer (it speaks 1 to 2)"
+                        }, "the far side chose protocol version 4, which this side did not offer (it speaks 1 to 3)"
                     ),
                     (
                         {
@@ -387,13 +387,13 @@ extension RemoteSyncTests {
                     _ = try RemoteReplica(
                         command: try farSide(
                             replying: {
-                                $0.count(3)
                                 $0.count(4)
+                                $0.count(5)
                                 $0.count(0)
                             }, in: dir), name: "far:/srv/store")
                 } throws: {
                     "\($0)"
-                        == "far:/srv/store: the far side speaks protocol version 3 to 4 and this side 1 to 2; install the same release of archive-sync on both hosts"
+                        == "far:/srv/store: the far side speaks protocol version 4 to 5 and this side 1 to 3; install the same release of archive-sync on both hosts"
                 }
             }
         }

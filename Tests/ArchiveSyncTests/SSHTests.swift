@@ -10,7 +10,7 @@ import Testing
 #endif
 
 /// The pids of the processes whose parent is `parent` and whose command name is `name`.
-private func children(of parent: Int32, named name: String) -> [Int32] {
+func children(of parent: Int32, named name: String) -> [Int32] {
     let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
     return entries.compactMap { Int32($0) }.filter { pid in
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),

@@ -1,0 +1,75 @@
+import ArchiveStore
+import ArchiveWatch
+import Foundation
+
+/// One side of a live session, used on the session's thread only: a store here, watched (or
+/// followed) for the session's life, or a far store reached over one connection, made again
+/// after each loss.
+final class LiveSide: @unchecked Sendable {
+    let side: SyncSide
+    let location: StoreLocation
+    let name: String
+    private(set) var replica: (any SyncReplica)?
+    private var source: LocalChangeSource?
+    /// A store here that the caller opened (shared by several sessions of a hub).
+    private let opened: ArchiveStore?
+
+    init(_ side: SyncSide, location: StoreLocation, store: ArchiveStore? = nil) {
+        self.side = side
+        self.location = location
+        self.opened = store
+        switch location {
+        case .directory(let path): name = store?.path ?? path
+        case .remote(let far): name = "\(far.host):\(far.path)"
+        }
+    }
+
+    var isRemote: Bool { if case .remote = location { true } else { false } }
+    var store: ArchiveStore? { (replica as? LocalReplica)?.store ?? opened }
+
+    /// Opens and watches a store here; a far store is reached by ``connect(peer:options:signals:)``.
+    func open(options: LiveOptions, signals: LiveSignals) throws {
+        guard case .directory(let path) = location, replica == nil else { return }
+        let store = try opened ?? Sync.openStore(path, create: options.create)
+        let side = self.side
+        source = try LocalChangeSource(
+            store: store, watch: WatchOptions(debounce: options.debounce, rescanInterval: options.fullCompareInterval)
+        ) { signals.changed(side, sequence: $0) }
+        replica = LocalReplica(store, name: name)
+    }
+
+    /// Connects to a far store: starts `serve --stdio` there, shakes hands and asks it to
+    /// watch. Nothing for a store here.
+    func connect(peer: ReplicaID?, options: LiveOptions, signals: LiveSignals) throws {
+        guard case .remote(let far) = location else { return }
+        let connection = signals.connecting(side)
+        let side = self.side
+        let remote = try RemoteReplica(command: far.serveCommand(create: options.create), name: name, peer: peer)
+        do {
+            try remote.goLive(
+                keepalive: options.keepalive, debounce: options.debounce, notice: { signals.changed(side, sequence: $0) },
+                lost: { signals.connectionLost(side, connection: connection, $0) })
+        } catch {
+            remote.close()
+            throw error
+        }
+        replica = remote
+    }
+
+    /// Drops the connection to a far store (nothing for a store here).
+    func disconnect() {
+        guard let remote = replica as? RemoteReplica else { return }
+        remote.close()
+        replica = nil
+    }
+
+    /// Ends everything: the connection, the watcher or follower.
+    func close() {
+        disconnect()
+        source?.stop()
+        source = nil
+    }
+
+    /// Why this side's watcher stopped on its own (its store was removed), if it did.
+    var watchFailure: (any Error)? { source?.failure }
+}

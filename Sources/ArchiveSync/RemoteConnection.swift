@@ -1,0 +1,127 @@
+import ArchiveLocking
+import ArchiveProcess
+import ArchiveStore
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The transport: the child process and the frames on its stdin and stdout.
+final class Connection {
+    private let process: ChildProcess
+    private let channel: FrameChannel
+    private(set) var isClosed = false
+    /// Set once the session is live: a thread of its own then reads every frame.
+    private var live: LiveLink?
+
+    init(command: [String]) throws {
+        guard let program = command.first else { throw SyncError.remote("no command to reach the far side") }
+        do {
+            // Its stderr on a thread of its own, so that it never blocks on a full pipe; the
+            // last few kilobytes say why it failed.
+            process = try ChildProcess(program, Array(command.dropFirst()), stdin: .pipe, stdout: .pipe, stderr: .collect(lastBytes: 8_192))
+        } catch {
+            switch error.call {
+            case "pipe": throw SyncError.remote("cannot make a pipe: \(String(cString: strerror(error.errno)))")
+            default: throw SyncError.remote("cannot start \(command.joined(separator: " ")): \(String(cString: strerror(error.errno)))")
+            }
+        }
+        // Both pipes are open until `close()`; writes go through the no-SIGPIPE path.
+        channel = FrameChannel(input: process.standardOutput!, output: process.standardInput!)
+    }
+
+    /// One request and the payload of its `ok` reply.
+    func call(_ request: Wire.Request, name: String, beforeHandshake: Bool) throws -> [UInt8] {
+        guard !isClosed else { throw SyncError.remote("\(name): the connection to the far side is closed") }
+        do {
+            let (replyKind, reply): (Wire.Kind, [UInt8])
+            if let live {
+                try live.send(request.kind, request.encode())
+                (replyKind, reply) = try live.reply()
+            } else {
+                try channel.send(request.kind, request.encode())
+                (replyKind, reply) = try channel.receive()
+            }
+            switch replyKind {
+            case .ok:
+                return reply
+            case .failure:
+                throw SyncError.remote("\(name): " + ((try? Wire.Reply.failure(reply)) ?? "a failure it could not describe"))
+            default:
+                throw WireError("the far side sent a request where a reply belongs")
+            }
+        } catch is ChannelClosed {
+            if let silence = live?.silence {
+                close()
+                throw SyncError.remote("\(name): no word from the far side for \(LiveLink.describe(silence)) (the keepalive)")
+            }
+            close()
+            throw SyncError.remote("\(name): \(closedMessage(beforeHandshake: beforeHandshake))")
+        } catch let error as WireError {
+            close()
+            let said = stderrText(waiting: .milliseconds(200))
+            throw SyncError.remote("\(name): \(error.description)" + (said.isEmpty ? "" : "; it said: \(said)"))
+        }
+    }
+
+    /// Hands the connection's input to a thread of its own (see ``LiveLink``): after the far
+    /// side accepted ``Wire/Request/watch(keepalive:)``.
+    func goLive(keepalive: Duration, notice: @escaping @Sendable (Int) -> Void, lost: @escaping @Sendable (String) -> Void) {
+        let process = self.process
+        let link = LiveLink(channel: channel, keepalive: keepalive, notice: notice, lost: lost) { _ = process.terminate(grace: .milliseconds(100)) }
+        live = link
+        link.start()
+    }
+
+    /// Why the far side went away, in its (or ssh's) words.
+    func closedMessage(beforeHandshake: Bool) -> String {
+        _ = process.wait(timeout: .seconds(5))
+        let said = stderrText(waiting: .seconds(1))
+        var message = beforeHandshake ? "the far side closed the connection before the handshake" : "the connection to the far side closed"
+        switch process.termination {
+        case .signalled(let number)?: message += " (the transport was killed by signal \(number))"
+        case .exited(127)?: message += " (exit 127: is archive-sync installed there? --remote-cmd names it)"
+        case .exited(let status)? where status != 0: message += " (exit \(status))"
+        default: break
+        }
+        return said.isEmpty ? message : message + ": " + said
+    }
+
+    /// What the child said on stderr, trimmed, on one line; waits up to `timeout` for it to end.
+    private func stderrText(waiting timeout: Duration) -> String {
+        _ = process.waitForErrorOutputEnd(timeout: timeout)
+        return String(decoding: process.collectedErrorOutput, as: UTF8.self).split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: "; ")
+    }
+
+    /// Closes the pipes (the far side sees the end of its input) and waits briefly for the
+    /// child; one that does not exit is terminated.
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        live?.stop()
+        process.closeStandardInput()
+        // The child's stderr ends when it (and anything it started) exits: a prompt signal,
+        // where the notice of the exit itself is only polled.
+        var waited = 0
+        while !process.waitForErrorOutputEnd(timeout: .milliseconds(5)) && process.isRunning && waited < 1_000 { waited += 1 }
+        if waited == 1_000 { process.terminate(grace: .seconds(1)) }
+        // Its stderr has ended: it is exiting, if it has not exited yet.
+        _ = process.wait(timeout: .seconds(1))
+        // The reader thread sees the end of the output before the descriptor is closed (and
+        // perhaps reused under it).
+        if let live, !live.waitUntilReaderEnded(timeout: .seconds(1)) {
+            _ = process.terminate(grace: .milliseconds(100))
+            _ = live.waitUntilReaderEnded(timeout: .seconds(1))
+        }
+        process.closeStandardOutput()
+    }
+
+    deinit {
+        if !isClosed {
+            process.closeStandardInput()
+            process.terminate(grace: .seconds(1))
+        }
+    }
+}

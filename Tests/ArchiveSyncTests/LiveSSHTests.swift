@@ -1,0 +1,88 @@
+import ArchiveStore
+import Foundation
+import TestSupport
+import Testing
+
+@testable import ArchiveSync
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The archive-sync processes whose command line holds every one of `words` (not the shell
+/// that started one).
+private func processes(with words: [String]) -> [Int32] {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return entries.compactMap { Int32($0) }.filter { pid in
+        guard let comm = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8), comm.hasPrefix("archive-sync"),
+            let raw = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline")
+        else { return false }
+        let line = String(decoding: raw.map { $0 == 0 ? 32 : $0 }, as: UTF8.self)
+        return words.allSatisfy { line.contains($0) }
+    }
+}
+
+@Suite("Live sessions over a real sshd: edits cross, faults reconnect and converge")
+struct LiveSSHTests {
+    @Test func editsCrossAndTheSessionReconnectsAfterEachFault() async throws {
+        // Off the cooperative threads: it waits on processes and files.
+        try await offPool {
+            let server = try SSHServer.start()
+            defer { server.stop() }
+            try withTemporaryDirectory { dir in
+                let a = try ArchiveStore(directory: dir + "/a")
+                let b = try ArchiveStore(directory: dir + "/b")
+                let session = try LiveCommand(
+                    [
+                        "sync", a.path, server.location(b.path), "--watch", "--json", "--debounce", "10", "--keepalive", "1", "--rsh", server.rsh,
+                        "--remote-cmd", archiveSyncProgram,
+                    ])
+                #expect(eventually { session.count(event: "connected") == 1 }, "\(session.command.outputSoFar)\(session.command.errorOutputSoFar)")
+                try makeDirectory(a.path + "/P")
+                try makeDirectory(b.path + "/P")
+                try writeFile(a.path + "/P/near.json", "{\"n\":1}")
+                try writeFile(b.path + "/P/far.json", "{\"n\":1}")  // recorded by the far side's watcher
+                #expect(eventually { (try? a.liveContents()) == (try? b.liveContents()) && (try? a.liveObjectCount()) == 2 })
+                // One connection for the session's life: one far side.
+                #expect(processes(with: ["serve", "--stdio", b.path]).count == 1)
+
+                var round = 1
+                /// A fault, then writes on both sides meanwhile: the session reconnects and converges.
+                func survives(_ what: String, _ fault: () -> Void) {
+                    let connections = session.count(event: "connected")
+                    fault()
+                    round += 1
+                    _ = try? a.put(json("{\"n\":\(round)}"), as: id("P/near"))
+                    _ = try? b.put(json("{\"n\":\(round)}"), as: id("P/far"))
+                    #expect(
+                        eventually { session.count(event: "connected") > connections && session.count(event: "disconnected") >= connections },
+                        "\(what): \(session.command.outputSoFar)")
+                    #expect(
+                        eventually { (try? a.liveContents()) == (try? b.liveContents()) && (try? a.liveContents()["P/far"]) == "{\"n\":\(round)}" },
+                        "\(what): \(session.command.outputSoFar)\n\(session.command.errorOutputSoFar.suffix(6000))\n\(String(describing: try? a.liveContents())) \(String(describing: try? b.liveContents()))"
+                    )
+                }
+                survives("the far side killed") {
+                    for pid in processes(with: ["serve", "--stdio", b.path]) { kill(pid, SIGKILL) }
+                }
+                survives("ssh killed") {
+                    for pid in children(of: session.command.pid, named: "ssh") { kill(pid, SIGKILL) }
+                }
+                // A link gone silent, not closed: ssh here stops forwarding (SIGSTOP). Both ends
+                // notice by their keepalives: the session gives the link up and reconnects, the far
+                // side ends itself (and its locks with it).
+                var silenced: [Int32] = []
+                survives("the link silent") {
+                    silenced = children(of: session.command.pid, named: "ssh")
+                    for pid in silenced { kill(pid, SIGSTOP) }
+                }
+                let gaveUp = session.lines.first { ($0["error"] as? String)?.contains("no word from the far side") == true }
+                #expect(gaveUp != nil, "\(session.command.outputSoFar)")
+                // The far side of the silent link ended itself: one far side is left, the new one.
+                #expect(eventually { processes(with: ["serve", "--stdio", b.path]).count == 1 })
+                for pid in silenced { kill(pid, SIGKILL) }
+                #expect(try session.stop().status == 0)
+            }
+        }
+    }
+}
