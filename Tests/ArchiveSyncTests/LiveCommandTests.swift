@@ -97,11 +97,11 @@ struct LiveCommandTests {
                 let ids = (0..<20).map { id("P/p\($0)") }
                 for object in ids { _ = try a.put(json("{\"v\":0}"), as: object) }
                 _ = try Sync(local: a, remote: b).runNow()
-                let session = try LiveCommand(["sync", a.path, b.path, "--watch", "--json", "--debounce", "1500", "--merge", "none"])
+                // A long debounce: both sides' edits (and the copies below) are made before the cycle.
+                let session = try LiveCommand(["sync", a.path, b.path, "--watch", "--json", "--debounce", "4000", "--merge", "none"])
                 #expect(session.firstCycleDone(a))  // a full compare with nothing to do
-                for object in ids {
-                    _ = try a.put(json("{\"v\":\"a\"}"), as: object)
-                    _ = try b.put(json("{\"v\":\"b\"}"), as: object)
+                for (store, side) in [(a, "a"), (b, "b")] {
+                    try store.batch { tx in for object in ids { try tx.save(Item(n: 1, text: side), forKey: object.key, in: "P") } }
                 }
                 // The same two stores, as they are now, synced once.
                 for name in ["a", "b"] { _ = try run("/bin/cp", ["-a", dir + "/" + name, dir + "/" + name + "-copy"]) }
