@@ -8,7 +8,7 @@
 # Each installs the Debian packages it needs, and only when they are missing.
 
 SWIFT ?= swift
-APT_PACKAGES = libsqlite3-dev libinotifytools0-dev openssh-server openssh-client python3
+APT_PACKAGES = libsqlite3-dev libinotifytools0-dev openssh-server openssh-client python3 iproute2
 BENCH_PACKAGES = rsync unison
 # The S3 tests' throw-away Ceph cluster and RADOS Gateway (Tests/TestSupport/CephGateway.swift):
 # about 73 MB to download, 20 s to install; .ci/apt-install passes --no-install-recommends.
@@ -102,12 +102,14 @@ CACHE_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 # REMOTE_BENCH_ARGS (sync over ssh to an sshd of its own on 127.0.0.1, against rsync -e ssh):
 # e.g. --runs 2.
 REMOTE_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
+# LIVE_BENCH_ARGS (live sessions over ssh to an sshd of its own on 127.0.0.1): e.g. --only 1.
+LIVE_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 BENCH_SWIFT_BUILD = $(SWIFT) build $(RELEASE) --package-path Benchmarks $(BENCH_BUILD)
 BENCH_BIN = $$($(BENCH_SWIFT_BUILD) --show-bin-path)
 KEYED_SWIFT_BUILD = $(SWIFT) build -c release --package-path Benchmarks $(KEYED_BENCH_BUILD)
 bench: deps
 	@bash .ci/apt-install $(APT_PACKAGES) $(BENCH_PACKAGES)
-	for product in archive-sync archive-bench watch-bench sync-bench cache-bench remote-bench; do \
+	for product in archive-sync archive-bench watch-bench sync-bench cache-bench remote-bench live-bench; do \
 		$(BENCH_SWIFT_BUILD) --product $$product || exit 1; \
 	done
 	$(KEYED_SWIFT_BUILD) --product keyed-bench
@@ -117,6 +119,7 @@ bench: deps
 	"$(BENCH_BIN)/sync-bench" $(SYNC_BENCH_ARGS)
 	"$(BENCH_BIN)/cache-bench" $(CACHE_BENCH_ARGS)
 	"$(BENCH_BIN)/remote-bench" $(REMOTE_BENCH_ARGS)
+	"$(BENCH_BIN)/live-bench" $(LIVE_BENCH_ARGS)
 
 format:
 	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Samples Benchmarks/Package.swift $(wildcard Benchmarks/*/*.swift)

@@ -47,6 +47,8 @@ let package = Package(
         benchmark("sync-bench", path: "SyncBench", ["ArchiveStore"]),
         benchmark("cache-bench", path: "CacheBench", ["ArchiveStore", "ArchiveCache", "ArchiveWatch"]),
         benchmark("remote-bench", path: "RemoteBench", ["ArchiveStore", "ArchiveProcess"]),
+        // Live sessions over ssh (the issue of live sync's benchmarks 1-4).
+        benchmark("live-bench", path: "LiveBench", ["ArchiveStore", "ArchiveSync", "ArchiveProcess"]),
     ],
     swiftLanguageModes: [.v6]
 )

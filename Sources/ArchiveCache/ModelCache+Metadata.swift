@@ -44,18 +44,22 @@ extension ModelCache {
     /// file's stamp: an unchanged file (same stamp) is the same version, whose expiry only a
     /// save changes, so a later miss of it asks no one.
     @inlinable
-    func expiry(of id: ObjectID, stamp: ObjectFileStamp?) throws -> Int64? {
-        if let stamp, let known = knownExpiries.withLock({ $0[id.key] }), known.stamp == stamp { return known.expires }
+    func expiry(of id: ObjectID, file: String, stamp: ObjectFileStamp?, racy: Bool) throws -> Int64? {
+        if let stamp, let known = knownExpiries.withLock({ $0[id.key] }), known.stamp == stamp, known.file == file {
+            // Stamped again, later: once the stamp is no longer racy, later misses may skip the manifest.
+            if known.racy && !racy { remember(known.expires, of: id.key, file: file, stamp: stamp, racy: false) }
+            return known.expires
+        }
         let expires = try manifestExpiry(of: id)
-        if let stamp { remember(expires, of: id.key, stamp: stamp) }
+        if let stamp { remember(expires, of: id.key, file: file, stamp: stamp, racy: racy) }
         return expires
     }
 
     @inlinable
-    func remember(_ expires: Int64?, of key: String, stamp: ObjectFileStamp) {
+    func remember(_ expires: Int64?, of key: String, file: String, stamp: ObjectFileStamp, racy: Bool) {
         knownExpiries.withLock { known in
             if known.count >= max(memoryCountLimit * 2, 10_000) { known.removeAll() }
-            known[key] = KnownExpiry(stamp: stamp, expires: expires)
+            known[key] = KnownExpiry(file: file, stamp: stamp, racy: racy, expires: expires)
         }
     }
 

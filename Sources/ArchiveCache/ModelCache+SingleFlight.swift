@@ -74,20 +74,33 @@ extension ModelCache {
         let key = id.key
         let generation = followGeneration()
         let readAt = ModelCacheClock.now()
-        guard let loaded = try store.loadStamped(Value.self, id: id) else { return nil }
+        guard let loaded = try loadStamped(id) else { return nil }
         try ensureTable()
-        var expires = try expiry(of: id, stamp: loaded.stamp)
+        let racy = loaded.stamp.map { readAt - $0.mtimeNanoseconds < Self.racyWindow } ?? true
+        var expires = try expiry(of: id, file: loaded.file, stamp: loaded.stamp, racy: racy)
         if let expired = expires, expired <= ModelCacheClock.now() {
             if try purgeIfExpired(id) { return nil }
             // The manifest no longer has it expired (another process gave the same bytes a new
             // expiry, which leaves the stamp alone): ask it again.
             expires = try manifestExpiry(of: id)
-            if let stamp = loaded.stamp { remember(expires, of: key, stamp: stamp) }
+            if let stamp = loaded.stamp { remember(expires, of: key, file: loaded.file, stamp: stamp, racy: racy) }
         }
-        let racy = loaded.stamp.map { readAt - $0.mtimeNanoseconds < Self.racyWindow } ?? true
         let entry = Entry(value: loaded.value, path: loaded.path, stamp: loaded.stamp, racy: racy, expires: expires, current: generation)
         insert(entry, forKey: key, cost: Int(loaded.stamp?.size ?? 1), ifUnchangedSince: seen, countsLoad: true)
         return loaded.value
+    }
+
+    /// `id` read from disk: from the file a load found it in before, when that file still has
+    /// the stamp it had then (the same version; no manifest lookup), else from the file the
+    /// manifest names.
+    @inlinable
+    func loadStamped(_ id: ObjectID) throws -> StampedObject<Value>? {
+        if let known = knownExpiries.withLock({ $0[id.key] }), !known.racy,
+            let loaded = try store.loadStamped(Value.self, id: id, file: known.file, ifStamp: known.stamp)
+        {
+            return loaded
+        }
+        return try store.loadStamped(Value.self, id: id)
     }
 
     func beginPending(_ key: String) -> Pending {

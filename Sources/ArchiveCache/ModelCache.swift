@@ -91,13 +91,21 @@ public final class ModelCache<Value: Codable & Sendable>: Sendable {
         @usableFromInline init(id: Int) { self.id = id }
     }
 
+    /// What a load learnt of a key's current version: its file (which the manifest named),
+    /// that file's stamp, and the version's expiry. While the file keeps that stamp, a miss
+    /// reads it without asking the manifest either, unless the stamp was taken so soon after
+    /// the file's mtime that a rewrite within the same clock tick could keep it (`racy`).
     @usableFromInline
     struct KnownExpiry {
+        @usableFromInline var file: String
         @usableFromInline var stamp: ObjectFileStamp
+        @usableFromInline var racy: Bool
         @usableFromInline var expires: Int64?
 
-        @usableFromInline init(stamp: ObjectFileStamp, expires: Int64?) {
+        @usableFromInline init(file: String, stamp: ObjectFileStamp, racy: Bool, expires: Int64?) {
+            self.file = file
             self.stamp = stamp
+            self.racy = racy
             self.expires = expires
         }
     }

@@ -48,20 +48,55 @@ public struct RemoteStore: Sendable, Equatable {
     public var shell: [String]
     /// The archive-sync program on the far host.
     public var program: String
+    /// When the shell is ssh: how many seconds the far side may stay silent before ssh asks
+    /// whether it is still there; three intervals without an answer (a cut or partitioned
+    /// link, which closes nothing and which TCP would wait out for 15 minutes or more) end the
+    /// connection, and with it the sync, with ssh's "Timeout, server not responding". 0: none.
+    public var keepaliveInterval: Int
+    /// When the shell is ssh: how many seconds ssh waits for a far host that does not answer
+    /// at all (its `ConnectTimeout`); 0: the system's (about two minutes).
+    public var connectTimeout: Int
 
-    public init(host: String, path: String, shell: [String] = RemoteStore.defaultShell, program: String = RemoteStore.defaultProgram) {
+    /// 10 seconds: a silent far side is given up within 30.
+    public static let defaultKeepaliveInterval = 10
+    /// 30 seconds.
+    public static let defaultConnectTimeout = 30
+
+    public init(
+        host: String, path: String, shell: [String] = RemoteStore.defaultShell, program: String = RemoteStore.defaultProgram,
+        keepaliveInterval: Int = RemoteStore.defaultKeepaliveInterval, connectTimeout: Int = RemoteStore.defaultConnectTimeout
+    ) {
         self.host = host
         self.path = path
         self.shell = shell
         self.program = program
+        self.keepaliveInterval = keepaliveInterval
+        self.connectTimeout = connectTimeout
     }
 
     /// The command that starts the far side: the shell, the host, and `serve` with the path
     /// quoted for the far host's shell (ssh hands it a command line, not an argument list).
     func serveCommand(create: Bool) -> [String] {
         let quoted = "'" + path.replacingOccurrences(of: "'", with: "'\\''") + "'"
-        return shell + [host, "\(program) serve --stdio \(create ? "--create " : "")-- \(quoted)"]
+        return shell + keepaliveOptions + [host, "\(program) serve --stdio \(create ? "--create " : "")-- \(quoted)"]
     }
+
+    /// ssh's own keepalive (`ServerAliveInterval`, `ServerAliveCountMax`) and `ConnectTimeout`,
+    /// when the shell is ssh; another shell gets nothing it might not understand. Placed after
+    /// the shell's own words: ssh keeps the first value it is given, so a `-o` of the user's
+    /// wins (one in ~/.ssh/config does not: the command line comes first).
+    var keepaliveOptions: [String] {
+        guard let program = shell.first, program.split(separator: "/").last == "ssh" else { return [] }
+        var options: [String] = []
+        if keepaliveInterval > 0 {
+            options += ["-o", "ServerAliveInterval=\(keepaliveInterval)", "-o", "ServerAliveCountMax=\(Self.keepaliveProbes)"]
+        }
+        if connectTimeout > 0 { options += ["-o", "ConnectTimeout=\(connectTimeout)"] }
+        return options
+    }
+
+    /// Unanswered keepalives after which ssh gives up: the third interval of silence ends it.
+    static let keepaliveProbes = 2
 }
 
 extension Sync {

@@ -56,10 +56,11 @@ package struct ReplicaEntry: Sendable, Hashable, Codable {
         self.sequence = sequence
     }
 
-    init(_ record: ObjectRecord) {
+    init(_ row: ComparedRow) {
+        let isDeleted = row.isDeleted
         self.init(
-            id: record.id, file: record.file, vector: record.vector, hash: record.isDeleted ? nil : record.hash, size: record.size,
-            modified: record.modified, author: record.replica, isDeleted: record.isDeleted, sequence: record.sequence)
+            id: row.id, file: row.file, vector: row.vector, hash: isDeleted ? nil : row.hash, size: row.size, modified: row.modified,
+            author: row.replica, isDeleted: isDeleted, sequence: row.sequence)
     }
 }
 
@@ -116,17 +117,17 @@ extension ArchiveStore {
     /// Up to `limit` manifest rows after `id` (from the start when nil), tombstones included,
     /// in (collection, key) byte order: a full diff walks both stores this way in step.
     package func replicaEntries(after id: ObjectID?, limit: Int) throws -> [ReplicaEntry] {
-        try objectRecords(after: id, limit: limit).map(ReplicaEntry.init)
+        try objectRows(after: id, limit: limit, ReplicaEntry.init)
     }
 
     /// Up to `limit` rows changed after sequence `after` and no later than `through`, in sequence order.
     package func replicaEntries(changedAfter after: Int, through: Int, limit: Int) throws -> [ReplicaEntry] {
-        try objectRecords(changedAfter: after, through: through, limit: limit).map(ReplicaEntry.init)
+        try objectRows(changedAfter: after, through: through, limit: limit, ReplicaEntry.init)
     }
 
     /// The rows of `ids` (nil where there is none), read under one snapshot.
     package func replicaEntries(for ids: [ObjectID]) throws -> [ReplicaEntry?] {
-        try objectRecords(for: ids).map { $0.map(ReplicaEntry.init) }
+        try objectRows(for: ids, ReplicaEntry.init)
     }
 
     /// The bytes of `entry`'s file, or nil when they no longer hash to `entry.hash` (the

@@ -29,4 +29,35 @@ struct ProcessSettingsTests {
             }
         }
     }
+
+    /// The same when the reader goes away in the middle of a large frame: the kernel raises
+    /// SIGPIPE for that write too, though it returns the bytes it wrote (a sync whose ssh was
+    /// cut off while it sent megabytes died of it, silently).
+    @Test func aFrameTheReaderLeavesMidwayThrowsEvenWithSIGPIPEAtItsDefault() async {
+        await #expect(processExitsWith: .exitCode(0)) {
+            signal(SIGPIPE, SIG_DFL)
+            var fds: [Int32] = [-1, -1]
+            guard pipe(&fds) == 0 else { exit(4) }
+            let reader = fds[0]
+            // Reads some of the frame, then goes: the writer is blocked on a full pipe by then.
+            Thread {
+                var buffer = [UInt8](repeating: 0, count: 4_096)
+                var total = 0
+                while total < 200_000 {
+                    let count = read(reader, &buffer, buffer.count)
+                    if count <= 0 { break }
+                    total += count
+                }
+                close(reader)
+            }.start()
+            do {
+                try FrameChannel(input: -1, output: fds[1]).send(.begin, [UInt8](repeating: 7, count: 4 << 20))
+                exit(3)
+            } catch {
+                var pending = sigset_t()
+                sigpending(&pending)
+                exit(sigismember(&pending, SIGPIPE) == 1 ? 5 : 0)
+            }
+        }
+    }
 }

@@ -1,7 +1,7 @@
 import ArchiveStore
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @testable import ArchiveSync
 
@@ -22,7 +22,26 @@ struct StoreLocationTests {
     /// ssh hands the far shell one command line: a path with a quote or a space stays one word.
     @Test func theFarPathIsQuotedForTheFarShell() {
         let far = RemoteStore(host: "h", path: "it's a store", shell: ["ssh", "-p", "2222"], program: "/opt/archive-sync")
-        #expect(far.serveCommand(create: false) == ["ssh", "-p", "2222", "h", "/opt/archive-sync serve --stdio -- 'it'\\''s a store'"])
+        #expect(
+            far.serveCommand(create: false) == [
+                "ssh", "-p", "2222", "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=2", "-o", "ConnectTimeout=30", "h",
+                "/opt/archive-sync serve --stdio -- 'it'\\''s a store'",
+            ])
+    }
+
+    /// A cut link closes nothing: without ssh's own keepalive a sync would wait for TCP to give
+    /// up (15 minutes or more). ssh gets it, after the user's options (ssh keeps the first
+    /// value, so a `-o` of the user's wins); another shell gets nothing it may not understand.
+    @Test func sshIsToldToNoticeASilentFarSide() {
+        let plain = StoreLocation("host:store", shell: ["/usr/bin/ssh", "-o", "ServerAliveInterval=60"])
+        guard case .remote(let far) = plain else { return #expect(Bool(false), "\(plain)") }
+        #expect(
+            far.serveCommand(create: false) == [
+                "/usr/bin/ssh", "-o", "ServerAliveInterval=60", "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=2", "-o",
+                "ConnectTimeout=30", "host", "archive-sync serve --stdio -- 'store'",
+            ])
+        let other = RemoteStore(host: "h", path: "s", shell: ["rsh"])
+        #expect(other.serveCommand(create: false) == ["rsh", "h", "archive-sync serve --stdio -- 's'"])
     }
 }
 

@@ -7,39 +7,79 @@ import Foundation
 // The core tables as client modules read and change them beyond saves and removes: listings of
 // the manifest's object records, the change sequence, and version vectors.
 
+/// The columns of an object's manifest row that a replica compares, read from the row as they
+/// are used: valid only in the call that gives it. (A sync lists every row of both stores:
+/// reading all of ``ObjectRecord``'s columns instead made a no-op sync of 100,000 objects
+/// about 20% slower.)
+package struct ComparedRow {
+    fileprivate let row: SQLiteRow
+
+    /// The columns the accessors below read, in their order.
+    fileprivate static let columns = "collection, key, file, vector, hash, size, modified, replica, deleted, seq"
+
+    package var id: ObjectID { ObjectID(unchecked: row.text(0), key: row.text(1)) }
+    /// The object's file name in its collection's directory.
+    package var file: String { row.text(2) }
+    package var vector: VersionVector { VersionVector(parsing: row.text(3)) ?? VersionVector() }
+    /// The recorded contents' hash; nil for a tombstone.
+    package var hash: ContentHash? { isDeleted || row.isNull(4) ? nil : ContentHash(bytes: row.blob(4)) }
+    package var size: Int { Int(row.int(5)) }
+    /// When the current version was made, in nanoseconds since 1970, as its author recorded it.
+    package var modified: Int64 { row.int(6) }
+    /// The replica that made the current version.
+    package var replica: ReplicaID { ReplicaID(rawValue: row.text(7)) }
+    package var isDeleted: Bool { row.int(8) != 0 }
+    /// The change sequence of this store at which the row last changed.
+    package var sequence: Int { Int(row.int(9)) }
+}
+
 extension ArchiveStore {
-    /// Up to `limit` records after `id` (from the start when nil), tombstones included, in
-    /// (collection, key) byte order.
-    package func objectRecords(after id: ObjectID?, limit: Int) throws -> [ObjectRecord] {
+    /// Up to `limit` rows after `id` (from the start when nil), tombstones included, in
+    /// (collection, key) byte order, each given to `map` as the columns a replica compares.
+    package func objectRows<T: Sendable>(after id: ObjectID?, limit: Int, _ map: (ComparedRow) -> T) throws -> [T] {
         try withManifest {
             try $0.read { tx in
-                var records: [ObjectRecord] = []
+                var rows: [T] = []
                 if let id {
                     try tx.db.query(
-                        "SELECT \(ObjectRecord.columns) FROM objects WHERE (collection, key) > (?, ?) ORDER BY collection, key LIMIT ?",
+                        "SELECT \(ComparedRow.columns) FROM objects WHERE (collection, key) > (?, ?) ORDER BY collection, key LIMIT ?",
                         [.text(id.collection), .text(id.key), .integer(Int64(limit))]
-                    ) { records.append(ObjectRecord(row: $0)) }
+                    ) { rows.append(map(ComparedRow(row: $0))) }
                 } else {
-                    try tx.db.query("SELECT \(ObjectRecord.columns) FROM objects ORDER BY collection, key LIMIT ?", [.integer(Int64(limit))]) {
-                        records.append(ObjectRecord(row: $0))
+                    try tx.db.query("SELECT \(ComparedRow.columns) FROM objects ORDER BY collection, key LIMIT ?", [.integer(Int64(limit))]) {
+                        rows.append(map(ComparedRow(row: $0)))
                     }
                 }
-                return records
+                return rows
             }
         }
     }
 
-    /// Up to `limit` records that changed after sequence `after` and no later than `through`,
-    /// in sequence order.
-    package func objectRecords(changedAfter after: Int, through: Int, limit: Int) throws -> [ObjectRecord] {
+    /// Up to `limit` rows that changed after sequence `after` and no later than `through`, in
+    /// sequence order, each given to `map` as the columns a replica compares.
+    package func objectRows<T: Sendable>(changedAfter after: Int, through: Int, limit: Int, _ map: (ComparedRow) -> T) throws -> [T] {
         try withManifest {
             try $0.read { tx in
-                var records: [ObjectRecord] = []
+                var rows: [T] = []
                 try tx.db.query(
-                    "SELECT \(ObjectRecord.columns) FROM objects WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+                    "SELECT \(ComparedRow.columns) FROM objects WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
                     [.integer(Int64(after)), .integer(Int64(through)), .integer(Int64(limit))]
-                ) { records.append(ObjectRecord(row: $0)) }
-                return records
+                ) { rows.append(map(ComparedRow(row: $0))) }
+                return rows
+            }
+        }
+    }
+
+    /// The rows of `ids` (nil where there is none), read under one snapshot, each given to
+    /// `map` as the columns a replica compares.
+    package func objectRows<T: Sendable>(for ids: [ObjectID], _ map: (ComparedRow) -> T) throws -> [T?] {
+        try withManifest {
+            try $0.read { tx in
+                try ids.map { id in
+                    try tx.db.first(
+                        "SELECT \(ComparedRow.columns) FROM objects WHERE collection = ? AND key = ?", [.text(id.collection), .text(id.key)]
+                    ) { map(ComparedRow(row: $0)) }
+                }
             }
         }
     }

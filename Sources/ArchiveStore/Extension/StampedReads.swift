@@ -89,4 +89,24 @@ extension ArchiveStore {
             throw ArchiveError.wrap(error)
         }
     }
+
+    /// Loads `id` from `file`, as ``loadStamped(_:id:)`` does, without asking the manifest
+    /// which file is the object's: nil (nothing decoded) unless the file still has `stamp`, the
+    /// stamp it had when a load found the object in it. The same file with the same stamp holds
+    /// the same version; any write, the store's or another program's, changes the stamp.
+    @usableFromInline
+    package func loadStamped<T: Decodable>(_ type: T.Type, id: ObjectID, file: String, ifStamp stamp: ObjectFileStamp) throws -> StampedObject<T>? {
+        let relative = FileName.encode(id.collection).appendingComponent(file)
+        do {
+            guard let (data, found) = try FileSystem.readStampedFile(relative, in: root, path: path.appendingComponent(relative)),
+                ObjectFileStamp(found) == stamp
+            else { return nil }
+            let value = try decode(type, id: id, file: file, data: data, schemaVersion: { try self.recordedSchemaVersion(of: id) })
+            return StampedObject(value: value, file: file, path: relative, stamp: stamp)
+        } catch let error as SystemCallError where error.errno == ENOTDIR {
+            return nil
+        } catch {
+            throw ArchiveError.wrap(error)
+        }
+    }
 }

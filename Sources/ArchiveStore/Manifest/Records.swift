@@ -6,7 +6,7 @@ import Foundation
 
 /// The manifest's row for one object: what the store believes is on disk.
 ///
-/// Client modules see the fields a replica compares (``ArchiveStore/objectRecords(after:limit:)``).
+/// Client modules see the fields a replica compares (``ArchiveStore/objectRecords(for:)``).
 package struct ObjectRecord: Sendable {
     package var id: ObjectID
     /// The object's file name in its collection's directory.

@@ -41,7 +41,14 @@ final class LiveSide: @unchecked Sendable {
     /// Connects to a far store: starts `serve --stdio` there, shakes hands and asks it to
     /// watch. Nothing for a store here.
     func connect(peer: ReplicaID?, options: LiveOptions, signals: LiveSignals) throws {
-        guard case .remote(let far) = location else { return }
+        guard case .remote(var far) = location else { return }
+        // ssh's own keepalive and connect timeout follow the session's, in ssh's whole seconds:
+        // a far host that does not answer at all fails an attempt as soon as a silent link is
+        // given up (2.5 intervals), and ssh's keepalive stays the backstop of the session's own
+        // (which says why it gave up), giving up only after 6 intervals.
+        let interval = Double(options.keepalive.components.seconds) + Double(options.keepalive.components.attoseconds) / 1e18
+        far.keepaliveInterval = max(1, Int((2 * interval).rounded(.up)))
+        far.connectTimeout = max(1, Int((2.5 * interval).rounded(.up)))
         let connection = signals.connecting(side)
         let side = self.side
         let remote = try RemoteReplica(command: far.serveCommand(create: options.create), name: name, peer: peer)

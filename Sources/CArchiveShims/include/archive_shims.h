@@ -57,7 +57,11 @@ static inline ssize_t archive_write_nosigpipe(int fd, const void *buffer, size_t
     pthread_sigmask(SIG_BLOCK, &pipe_only, &old_mask);
     ssize_t written = write(fd, buffer, count);
     int saved = errno;
-    if (written < 0 && saved == EPIPE && !was_pending) {
+    // Not only a write that failed with EPIPE raises it: one the reader left midway raises it
+    // too and returns the bytes it wrote (seen with a frame of megabytes into ssh, cut off).
+    sigemptyset(&pending);
+    sigpending(&pending);
+    if (!was_pending && sigismember(&pending, SIGPIPE)) {
         const struct timespec now = {0, 0};
         while (sigtimedwait(&pipe_only, NULL, &now) < 0 && errno == EINTR) {
         }
