@@ -43,12 +43,12 @@ private let SQLITE_TRANSIENT = unsafeBitCast(-1, to: sqlite3_destructor_type.sel
 /// One connection to an SQLite database file, with a cache of prepared statements.
 ///
 /// Not thread-safe: the owner serializes every call (``Manifest`` keeps it behind a mutex).
-final class SQLiteConnection {
+package final class SQLiteConnection {
     private var handle: OpaquePointer
     private var statements: [String: OpaquePointer] = [:]
 
     /// How ``SQLiteConnection/init(path:mode:busyTimeoutMilliseconds:)`` opens a database.
-    enum OpenMode {
+    package enum OpenMode {
         /// Read and write, creating the file when missing: only for a database being made.
         case create
         /// Read and write an existing file; a missing one fails (`SQLITE_CANTOPEN`) rather than
@@ -66,7 +66,7 @@ final class SQLiteConnection {
     /// Opens the database at `path`.
     ///
     /// The corresponding C function is `sqlite3_open_v2`.
-    init(path: String, mode: OpenMode = .existing, busyTimeoutMilliseconds: Int32 = 30_000) throws {
+    package init(path: String, mode: OpenMode = .existing, busyTimeoutMilliseconds: Int32 = 30_000) throws {
         let flags: Int32
         switch mode {
         case .create: flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
@@ -128,7 +128,7 @@ final class SQLiteConnection {
     /// `synchronous=FULL` flushes the WAL at every commit: with NORMAL, a commit that returned
     /// (an acknowledged save, or the intent that must be durable before its rename) could be
     /// lost to a power cut (docs/power-cut.md).
-    static func openWAL(path: String) throws -> SQLiteConnection {
+    package static func openWAL(path: String) throws -> SQLiteConnection {
         let settings = "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
         do {
             let db = try SQLiteConnection(path: path)
@@ -147,7 +147,7 @@ final class SQLiteConnection {
     }
 
     /// Runs one or more statements that take no parameters and return no rows.
-    func execute(_ sql: String) throws {
+    package func execute(_ sql: String) throws {
         var error: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(handle, sql, nil, nil, &error)
         if rc != SQLITE_OK {
@@ -158,7 +158,7 @@ final class SQLiteConnection {
     }
 
     /// Runs `sql` with `bindings` and calls `row` for each result row.
-    func query(_ sql: String, _ bindings: [SQLValue] = [], row: (SQLiteRow) throws -> Void) throws {
+    package func query(_ sql: String, _ bindings: [SQLValue] = [], row: (SQLiteRow) throws -> Void) throws {
         let statement = try prepared(sql)
         defer {
             sqlite3_reset(statement)
@@ -178,12 +178,12 @@ final class SQLiteConnection {
     }
 
     /// Runs `sql` with `bindings`, ignoring any result rows.
-    func run(_ sql: String, _ bindings: [SQLValue] = []) throws {
+    package func run(_ sql: String, _ bindings: [SQLValue] = []) throws {
         try query(sql, bindings) { _ in }
     }
 
     /// The first row's result, or nil when there is no row.
-    func first<T>(_ sql: String, _ bindings: [SQLValue] = [], _ map: (SQLiteRow) throws -> T) throws -> T? {
+    package func first<T>(_ sql: String, _ bindings: [SQLValue] = [], _ map: (SQLiteRow) throws -> T) throws -> T? {
         var result: T?
         try query(sql, bindings) { row in
             if result == nil { result = try map(row) }

@@ -106,7 +106,7 @@ public struct VersionVector: Hashable, Sendable, Codable, CustomStringConvertibl
     }
 
     /// Parses ``description``'s form; nil when malformed.
-    init?(parsing text: String) {
+    package init?(parsing text: String) {
         var counters: [ReplicaID: Int] = [:]
         for pair in text.split(separator: ",") {
             let parts = pair.split(separator: "=")

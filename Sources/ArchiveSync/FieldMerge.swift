@@ -140,7 +140,7 @@ extension SyncPlanner {
 }
 
 /// The file extension of a stored file name (`json` for `person1.json`): it names the codec.
-func fileExtension(_ file: String) -> String {
+package func fileExtension(_ file: String) -> String {
     guard let dot = file.lastIndex(of: ".") else { return "json" }
     return String(file[file.index(after: dot)...])
 }

@@ -104,7 +104,7 @@ extension Sync {
     }
 
     /// Opens the store in `path`. A directory that is not a store is refused unless `create`.
-    private static func openStore(_ path: String, create: Bool) throws -> ArchiveStore {
+    package static func openStore(_ path: String, create: Bool) throws -> ArchiveStore {
         do {
             return try ArchiveStore(directory: path, options: .init(create: false))
         } catch ArchiveError.notAStore(_, _) where create {

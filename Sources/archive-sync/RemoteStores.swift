@@ -22,6 +22,7 @@ struct RemoteOptions: ParsableArguments {
 extension StorePairArguments {
     /// The sync of the two stores named, connected: see ``Sync/init(_:_:options:create:)``.
     func sync(options: SyncOptions, create: Bool, remote: RemoteOptions) throws -> Sync {
+        if let bucket = try bucketSync(options: options, create: create, remote: remote) { return bucket }
         let sync = try Sync(remote.location(a), remote.location(b), options: options, create: create)
         for store in sync.storesHere { _ = store.notingPendingRecovery() }
         return sync

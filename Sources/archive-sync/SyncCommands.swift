@@ -5,10 +5,10 @@ import Foundation
 
 /// The two stores of `diff` and `sync`.
 struct StorePairArguments: ParsableArguments {
-    @Argument(help: ArgumentHelp("The first store: a directory, or [user@]host:path on another host.", valueName: "a"))
+    @Argument(help: ArgumentHelp("The first store: a directory, [user@]host:path on another host, or s3://BUCKET/PREFIX.", valueName: "a"))
     var a: String
 
-    @Argument(help: ArgumentHelp("The second store: a directory, or [user@]host:path on another host.", valueName: "b"))
+    @Argument(help: ArgumentHelp("The second store: a directory, [user@]host:path on another host, or s3://BUCKET/PREFIX.", valueName: "b"))
     var b: String
 }
 
@@ -49,6 +49,8 @@ struct SyncCommand: ParsableCommand {
 
             Either store may be on another host, named [user@]host:path (a ':' before any '/', as rsync reads it). ssh runs `archive-sync serve --stdio PATH` there and the two speak the sync protocol over its stdin and stdout; --rsh replaces ssh and --remote-cmd names the program on the far host.
 
+            Either store may be a bucket replica, s3://BUCKET/PREFIX (made by `archive-sync init s3://BUCKET/PREFIX`), synced with a store in a directory here: the store pushes its changes into its own log in the bucket and reads the other stores' logs, so many hosts converge through one bucket and nobody runs a hub (docs/bucket.md). Each sync first checks that the server still enforces conditional writes. Credentials as for the AWS tools (see `init`).
+
             Exit status: 0 when synced, 1 when something failed, 2 for bad usage or input, 3 when another sync holds one of the stores (run it again later).
 
             Examples:
@@ -56,6 +58,7 @@ struct SyncCommand: ParsableCommand {
               archive-sync sync ./store user@host:/srv/store --rsh "ssh -p 2222 -i key"
               archive-sync sync ./a /mnt/backup/store --dry-run
               archive-sync sync ./a ./b --prefer newer --json
+              archive-sync sync ./store s3://team-data/archive
             """
     )
 

@@ -1,0 +1,52 @@
+import ArchiveBucket
+import ArchiveS3
+import ArchiveStore
+import ArchiveSync
+import ArgumentParser
+import Foundation
+
+/// `s3://bucket/prefix` names a bucket replica; anything else a store.
+func isBucketURL(_ text: String) -> Bool { text.hasPrefix("s3://") }
+
+/// The client for the bucket `location` names, configured as the AWS tools are (variables,
+/// `~/.aws/credentials` and `~/.aws/config`).
+private func client(for location: S3Location) throws -> S3Client {
+    var configuration = try S3Configuration.fromEnvironment()
+    configuration.bucket = location.bucket
+    return S3Client(configuration)
+}
+
+/// `archive-sync init s3://bucket/prefix`: makes the prefix a bucket replica.
+func initBucket(_ url: String) throws {
+    let location = try S3Location(parsing: url)
+    let client = try client(for: location)
+    defer { _ = try? blocking { try await client.shutdown() } }
+    let (replica, created) = try blocking { try await BucketReplica.create(storage: client, prefix: location.prefix, name: location.description) }
+    printLine(created ? "bucket replica \(location) ready: replica \(replica)" : "\(location) already is a bucket replica: replica \(replica)")
+}
+
+extension StorePairArguments {
+    /// The sync of a store here with a bucket replica, when one of the two is an `s3://` URL.
+    func bucketSync(options: SyncOptions, create: Bool, remote: RemoteOptions) throws -> Sync? {
+        guard isBucketURL(a) || isBucketURL(b) else { return nil }
+        guard !(isBucketURL(a) && isBucketURL(b)) else {
+            throw ValidationError("two buckets cannot sync with each other directly: sync each with a store in a directory")
+        }
+        let (url, path) = isBucketURL(a) ? (a, b) : (b, a)
+        guard case .directory = remote.location(path) else {
+            throw ValidationError("a bucket syncs with a store in a directory on this host, not with \(path)")
+        }
+        let location = try S3Location(parsing: url)
+        let store = try Sync.openStore(path, create: create)
+        let client = try client(for: location)
+        let bucket: BucketReplica
+        do {
+            bucket = try BucketReplicas.replica(for: store, at: location, client: client) { try await client.shutdown() }
+        } catch {
+            _ = try? blocking { try await client.shutdown() }
+            throw error
+        }
+        let local = LocalReplica(store)
+        return isBucketURL(a) ? Sync(a: bucket, b: local, options: options) : Sync(a: local, b: bucket, options: options)
+    }
+}

@@ -1,0 +1,85 @@
+import ArchiveBucket
+import ArchiveLocking
+import ArchiveStore
+import ArchiveSync
+import Foundation
+
+/// A bucket in memory, for the format's logic only (the end-to-end tests use a real gateway):
+/// it counts requests, and can hide keys from listings as a lagging listing would.
+final class MemoryBucket: BucketStorage {
+    let objects = TracedMutex<[String: Data]>([:])
+    let requests = TracedMutex<[String: Int]>([:])
+    /// Keys that exist but that listings do not show yet.
+    let hidden = TracedMutex<Set<String>>([])
+
+    private func count(_ kind: String) { requests.withLock { $0[kind, default: 0] += 1 } }
+
+    func write(_ key: String, _ data: Data, ifAbsent: Bool) async throws -> Bool {
+        count("PUT")
+        let written = objects.withLock { objects in
+            if ifAbsent && objects[key] != nil { return false }
+            objects[key] = data
+            return true
+        }
+        guard !written else { return true }
+        // As the S3 client does: a refused write reads the key, and takes the same bytes for its own.
+        return try await read(key) == data
+    }
+
+    func read(_ key: String) async throws -> Data? {
+        count("GET")
+        return objects.withLock { $0[key] }
+    }
+
+    func keys(under prefix: String, after startAfter: String?) async throws -> [String] {
+        count("LIST")
+        let hidden = hidden.withLock { $0 }
+        return objects.withLock { objects in
+            objects.keys.filter { key in key.hasPrefix(prefix) && !hidden.contains(key) && startAfter.map { key > $0 } ?? true }.sorted()
+        }
+    }
+
+    func delete(_ key: String) async throws {
+        count("DELETE")
+        objects.withLock { $0[key] = nil }
+    }
+
+    /// A bucket with a replica made at `p`.
+    static func made() async throws -> MemoryBucket {
+        let bucket = MemoryBucket()
+        let (_, created) = try await BucketReplica.create(storage: bucket, prefix: "p", name: "s3://test/p")
+        precondition(created)
+        return bucket
+    }
+
+    func stored(under prefix: String) -> [String] { objects.withLock { $0.keys.filter { $0.hasPrefix(prefix) }.sorted() } }
+}
+
+/// Runs `body` on a thread of its own: bucket replicas block their caller until requests
+/// return, which a test's task on the concurrency pool must not do.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
+}
+
+/// Syncs `store` with the bucket replica at `prefix` of `bucket`, as the command does.
+func sync(_ store: ArchiveStore, with bucket: any BucketStorage, prefix: String = "p", options: SyncOptions = SyncOptions()) async throws
+    -> SyncReport
+{
+    try await onThread {
+        let replica = try BucketReplica(
+            storage: bucket, prefix: prefix, name: "s3://test/\(prefix)", cacheDirectory: store.path + "/.archive-sync", cacheKey: "test/\(prefix)",
+            pusher: store.replica)
+        return try Sync(a: LocalReplica(store), b: replica, options: options).runNow()
+    }
+}
+
+extension ArchiveStore {
+    /// Every live object's contents.
+    func liveContents() throws -> [ObjectID: Data] {
+        var result: [ObjectID: Data] = [:]
+        for entry in try replicaEntries(after: nil, limit: .max) where !entry.isDeleted { result[entry.id] = try data(for: entry.id) }
+        return result
+    }
+}
