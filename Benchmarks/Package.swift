@@ -47,6 +47,8 @@ let package = Package(
         benchmark("sync-bench", path: "SyncBench", ["ArchiveStore"]),
         benchmark("cache-bench", path: "CacheBench", ["ArchiveStore", "ArchiveCache", "ArchiveWatch"]),
         benchmark("remote-bench", path: "RemoteBench", ["ArchiveStore", "ArchiveProcess"]),
+        // The bucket replica against awscli on a Ceph gateway of its own (the tests' harness).
+        benchmark("bucket-bench", path: "BucketBench", ["ArchiveStore", "ArchiveS3", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )
