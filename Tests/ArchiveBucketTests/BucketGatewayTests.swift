@@ -103,10 +103,16 @@ import Testing
             var rng = SeededGenerator(seed: 99)
             var killed = 0
             for round in 0..<5 {
-                let command = try RunningCommand(environment + [archiveSyncProgram, "sync", a.path, url], executable: "/usr/bin/env")
-                try await Task.sleep(for: .milliseconds(Int.random(in: 30...700, using: &rng)))
-                command.send(SIGKILL)
-                if command.wait().status == 128 + SIGKILL { killed += 1 }
+                let delay = UInt32(Int.random(in: 30...700, using: &rng))
+                // Timed on a thread of its own: a sleep on the test pool, busy with the whole
+                // suite, can wake long after the sync has finished.
+                let status = try await offPool {
+                    let command = try RunningCommand(environment + [archiveSyncProgram, "sync", a.path, url], executable: "/usr/bin/env")
+                    usleep(delay * 1_000)
+                    command.send(SIGKILL)
+                    return command.wait().status
+                }
+                if status == 128 + SIGKILL { killed += 1 }
                 // Edits between runs: the next run takes them too.
                 _ = try a.put(Data("{\"v\":\"edit \(round)\"}".utf8), as: try ObjectID(collection: "Person", key: "p\(round)"))
             }
@@ -117,6 +123,27 @@ import Testing
             _ = try await sync(b, with: client, prefix: "replica")
             #expect(try b.liveContents() == a.liveContents())
             #expect(try a.liveContents().count == 400)
+        }
+    }
+
+    @Test func aNoOpSyncIsFourRequests() async throws {
+        let gateway = try await CephGateway.shared()
+        let proxy = try await FaultyS3Proxy.start(upstream: gateway.endpoint)
+        defer { Task { try? await proxy.stop() } }
+        var configuration = gateway.configuration(bucket: try await gateway.makeBucket())
+        configuration.endpoint = proxy.endpoint
+        let client = S3Client(configuration)
+        defer { Task { try? await client.shutdown() } }
+        _ = try await BucketReplica.create(storage: client, prefix: "replica", name: "s3://test/replica")
+        try await withTemporaryDirectory { dir in
+            let a = try ArchiveStore(directory: dir + "/a")
+            for n in 0..<200 { _ = try a.put(Data("{\"v\":\"\(n)\"}".utf8), as: try ObjectID(collection: "Person", key: "p\(n)")) }
+            _ = try await sync(a, with: client, prefix: "replica")
+            let before = proxy.counts.requests
+            let report = try await sync(a, with: client, prefix: "replica")
+            #expect(report.changes == 0)
+            // The probe's PUT and the client's read-back of the refusal, the logs' names, the one log.
+            #expect(proxy.counts.requests - before == 4)
         }
     }
 
