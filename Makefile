@@ -9,7 +9,7 @@
 
 SWIFT ?= swift
 APT_PACKAGES = libsqlite3-dev libinotifytools0-dev openssh-server openssh-client python3 iproute2
-BENCH_PACKAGES = rsync unison
+BENCH_PACKAGES = rsync unison awscli $(S3_TEST_PACKAGES)
 # The S3 tests' throw-away Ceph cluster and RADOS Gateway (Tests/TestSupport/CephGateway.swift):
 # about 73 MB to download, 20 s to install; .ci/apt-install passes --no-install-recommends.
 S3_TEST_PACKAGES = radosgw ceph-mon ceph-osd ceph-common
@@ -104,12 +104,14 @@ CACHE_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 REMOTE_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 # LIVE_BENCH_ARGS (live sessions over ssh to an sshd of its own on 127.0.0.1): e.g. --only 1.
 LIVE_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
+# BUCKET_BENCH_ARGS (the bucket replica against awscli on a Ceph gateway of its own): --runs 5.
+BUCKET_BENCH_ARGS ?= $(filter --quick,$(BENCH_ARGS))
 BENCH_SWIFT_BUILD = $(SWIFT) build $(RELEASE) --package-path Benchmarks $(BENCH_BUILD)
 BENCH_BIN = $$($(BENCH_SWIFT_BUILD) --show-bin-path)
 KEYED_SWIFT_BUILD = $(SWIFT) build -c release --package-path Benchmarks $(KEYED_BENCH_BUILD)
 bench: deps
 	@bash .ci/apt-install $(APT_PACKAGES) $(BENCH_PACKAGES)
-	for product in archive-sync archive-bench watch-bench sync-bench cache-bench remote-bench live-bench; do \
+	for product in archive-sync archive-bench watch-bench sync-bench cache-bench remote-bench live-bench bucket-bench; do \
 		$(BENCH_SWIFT_BUILD) --product $$product || exit 1; \
 	done
 	$(KEYED_SWIFT_BUILD) --product keyed-bench
@@ -120,6 +122,7 @@ bench: deps
 	"$(BENCH_BIN)/cache-bench" $(CACHE_BENCH_ARGS)
 	"$(BENCH_BIN)/remote-bench" $(REMOTE_BENCH_ARGS)
 	"$(BENCH_BIN)/live-bench" $(LIVE_BENCH_ARGS)
+	"$(BENCH_BIN)/bucket-bench" $(BUCKET_BENCH_ARGS)
 
 format:
 	$(SWIFT) format --in-place --recursive Package.swift Sources Tests Samples Benchmarks/Package.swift $(wildcard Benchmarks/*/*.swift)

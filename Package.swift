@@ -13,6 +13,9 @@ let package = Package(
         .library(name: "ArchiveS3", targets: ["ArchiveS3"]),
         .library(name: "ArchiveBucket", targets: ["ArchiveBucket"]),
         .executable(name: "archive-sync", targets: ["archive-sync"]),
+        // The tests' harness (the throw-away Ceph gateway, the counting proxy) for the benchmarks'
+        // package, so that the gateway's bring-up is defined once; no part of the product uses it.
+        .library(name: "TestSupport", targets: ["TestSupport"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

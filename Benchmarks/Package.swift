@@ -49,6 +49,8 @@ let package = Package(
         benchmark("remote-bench", path: "RemoteBench", ["ArchiveStore", "ArchiveProcess"]),
         // Live sessions over ssh (the issue of live sync's benchmarks 1-4).
         benchmark("live-bench", path: "LiveBench", ["ArchiveStore", "ArchiveSync", "ArchiveProcess"]),
+        // The bucket replica against awscli on a Ceph gateway of its own (the tests' harness).
+        benchmark("bucket-bench", path: "BucketBench", ["ArchiveStore", "ArchiveS3", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )
