@@ -73,9 +73,10 @@ public final class ArchiveStore: Sendable {
     let recoveryState = TracedMutex(RecoveryState())
     /// This process's committed writes that wait for a `syncfs` (Durability.swift).
     let durability = TracedMutex(DurabilityState())
-    /// `.archive-sync/staging`, where saves write their files before their commit (the
-    /// metadata directory itself, never written, when the store is read-only).
-    let staging: Descriptor
+    /// `.archive-sync/staging`, where saves write their files before their commit: opened at
+    /// the first write that needs it (``stagingDirectory()``), so that an open makes nothing
+    /// and a store on a full disk or a read-only mount can still be read.
+    let staging = TracedMutex<Descriptor?>(nil)
     /// Saves of several threads that land together, committed as one (Writes+Commit.swift).
     let commitQueue = CommitQueue()
 
@@ -133,7 +134,9 @@ public final class ArchiveStore: Sendable {
                 historyLimit: options.historyLimit,
                 mayCreate: options.create, madeMetadata: madeMetadata, readOnly: Self.writeRefusal(root: root, path: directory))
             manifestInode = try FileSystem.status(Manifest.fileName, in: metadataHandle, path: directory)?.stamp.inode ?? 0
-            staging = manifest.writeRefusal == nil ? try Self.openStaging(root: root, path: directory) : metadataHandle
+            if manifest.writeRefusal == nil, let cleaned = try Self.cleanStaging(root: root, path: directory) {
+                staging.withLock { $0 = cleaned }
+            }
             // Recovery writes: on a store that cannot be written, reads see the last recorded state.
             interruptedWrites = manifest.writeRefusal == nil ? 0 : try manifest.read { try $0.intents().count { !$0.owner.isRunning } }
         } catch {

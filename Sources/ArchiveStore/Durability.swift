@@ -28,13 +28,12 @@ extension ArchiveStore {
     /// a power cut before the commit can leave one there only, where every open finds it.
     static let stagingDirectory = "staging"
 
-    /// Opens `.archive-sync/staging`, making it when missing, and removes the files that
-    /// writes of processes no longer running left in it (a cut or a kill before their commit).
-    static func openStaging(root: Descriptor, path: String) throws -> Descriptor {
+    /// Opens `.archive-sync/staging` when it exists, and removes the files that writes of
+    /// processes no longer running left in it (a cut or a kill before their commit).
+    static func cleanStaging(root: Descriptor, path: String) throws -> Descriptor? {
         let relative = FileName.metadataDirectory.appendingComponent(stagingDirectory)
         let where_ = path.appendingComponent(relative)
-        try FileSystem.makeDirectory(relative, in: root, path: where_)
-        let staging = try FileSystem.openDirectory(relative, in: root, path: where_)
+        guard let staging = try FileSystem.openDirectoryIfPresent(relative, in: root, path: where_) else { return nil }
         for entry in try FileSystem.listDirectory(staging, path: where_) {
             let owner = Array(entry.name.utf8).withUnsafeBufferPointer { Self.tempFileOwner($0) }
             if owner.map({ !$0.isRunning }) ?? true {
@@ -42,6 +41,19 @@ extension ArchiveStore {
             }
         }
         return staging
+    }
+
+    /// `.archive-sync/staging`, made at the first write that needs it.
+    func stagingDirectory() throws -> Descriptor {
+        try staging.withLock { staging in
+            if let staging { return staging }
+            let relative = FileName.metadataDirectory.appendingComponent(Self.stagingDirectory)
+            let where_ = path.appendingComponent(relative)
+            try FileSystem.makeDirectory(relative, in: root, path: where_)
+            let made = try FileSystem.openDirectory(relative, in: root, path: where_)
+            staging = made
+            return made
+        }
     }
 
     /// After a write's commit: remembers its intent, and schedules one settle for every
@@ -126,6 +138,7 @@ extension ArchiveStore {
                     Self.lostToACut(onDisk, recorded: content, earlier: earlier)
                 {
                     let temp = tempName()
+                    let staging = try stagingDirectory()
                     let stamp = try FileSystem.writeNewFile(temp, in: staging, data: content, sync: false, path: where_)
                     try FileSystem.rename(temp, in: staging, to: row.file, in: directory, path: where_)
                     try tx.updateStamp(id, stamp)

@@ -107,6 +107,8 @@ extension ArchiveStore {
     /// for a large batch.
     private func stage(_ writes: [PendingWrite]) throws -> [StagedWrite] {
         let temps = writes.map { $0.content == nil ? nil : tempName() }
+        guard temps.contains(where: { $0 != nil }) else { return writes.map { StagedWrite(write: $0, temp: nil) } }
+        let staging = try stagingDirectory()
         let where_ = path.appendingComponent(FileName.metadataDirectory).appendingComponent(Self.stagingDirectory)
         do {
             let stamps = try parallelMap(writes.count, threshold: 256) { [staging] index -> FileStamp? in
@@ -140,6 +142,9 @@ extension ArchiveStore {
 
     /// Steps 2 and 3 of ``apply(_:)`` for `staged`, which may hold the writes of several callers.
     private func commitStaged(_ staged: [StagedWrite]) throws -> [Int] {
+        // Made by ``stage(_:)`` whenever a file was staged; the metadata directory stands in
+        // for a write that stages nothing (removes), which never names a staged file.
+        let staging = staging.withLock { $0 } ?? root
         var directories: [ExactName: Descriptor] = [:]
         var committed: Committed?
         var placed: Set<String> = []
