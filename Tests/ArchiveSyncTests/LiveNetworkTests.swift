@@ -19,21 +19,19 @@ struct LiveNetworkTests {
         cutBeforeStart: Bool = false, _ body: @escaping @Sendable (NetworkNamespace, ArchiveStore, ArchiveStore, LiveCommand) throws -> Void
     ) async throws {
         try await offPool {
-            let far = try NetworkNamespace.make()
-            defer { far.remove() }
-            let server = try SSHServer.start(address: far.farAddress, launcher: far.launcher)
-            defer { server.stop() }
-            try withTemporaryDirectory { dir in
-                let a = try ArchiveStore(directory: dir + "/a")
-                let b = try ArchiveStore(directory: dir + "/b")
-                if cutBeforeStart { try far.cutLink() }
-                let session = try LiveCommand(
-                    [
-                        "sync", a.path, server.location(b.path), "--watch", "--json", "--debounce", "10", "--keepalive", "1", "--rsh", server.rsh,
-                        "--remote-cmd", archiveSyncProgram,
-                    ])
-                try body(far, a, b, session)
-                #expect(try session.stop().status == 0)
+            try withFarHost { far, server in
+                try withTemporaryDirectory { dir in
+                    let a = try ArchiveStore(directory: dir + "/a")
+                    let b = try ArchiveStore(directory: dir + "/b")
+                    if cutBeforeStart { try far.cutLink() }
+                    let session = try LiveCommand(
+                        [
+                            "sync", a.path, server.location(b.path), "--watch", "--json", "--debounce", "10", "--keepalive", "1", "--rsh", server.rsh,
+                            "--remote-cmd", archiveSyncProgram,
+                        ])
+                    try body(far, a, b, session)
+                    #expect(try session.stop().status == 0)
+                }
             }
         }
     }

@@ -38,23 +38,21 @@ struct NetworkPartitionTests {
     /// Today's one-shot sync, both ways, to a store that only a route through the veth reaches.
     @Test func aOneShotSyncCrossesTheLink() async throws {
         try await offPool {
-            let far = try NetworkNamespace.make()
-            defer { far.remove() }
-            let server = try SSHServer.start(address: far.farAddress, launcher: far.launcher)
-            defer { server.stop() }
-            try withTemporaryDirectory { dir in
-                let a = try ArchiveStore(directory: dir + "/a")
-                let b = try ArchiveStore(directory: dir + "/b")
-                try fill(a, count: 50, size: 100, tag: "a")
-                try fill(b, count: 20, size: 100, tag: "b", collection: "Other")
-                let sync = try RunningCommand(
-                    ["sync", dir + "/a", server.location(dir + "/b"), "--rsh", server.rsh, "--remote-cmd", archiveSyncProgram]
-                ).finish(within: .seconds(120))
-                #expect(
-                    sync.status == 0 && sync.output.contains("20 copied to A, 50 copied to B")
-                        || sync.output.contains("50 copied to B, 20 copied to A"),
-                    "\(sync)")
-                #expect(try a.liveHashes() == b.liveHashes() && a.liveHashes().count == 70)
+            try withFarHost { far, server in
+                try withTemporaryDirectory { dir in
+                    let a = try ArchiveStore(directory: dir + "/a")
+                    let b = try ArchiveStore(directory: dir + "/b")
+                    try fill(a, count: 50, size: 100, tag: "a")
+                    try fill(b, count: 20, size: 100, tag: "b", collection: "Other")
+                    let sync = try RunningCommand(
+                        ["sync", dir + "/a", server.location(dir + "/b"), "--rsh", server.rsh, "--remote-cmd", archiveSyncProgram]
+                    ).finish(within: .seconds(120))
+                    #expect(
+                        sync.status == 0 && sync.output.contains("20 copied to A, 50 copied to B")
+                            || sync.output.contains("50 copied to B, 20 copied to A"),
+                        "\(sync)")
+                    #expect(try a.liveHashes() == b.liveHashes() && a.liveHashes().count == 70)
+                }
             }
         }
     }
@@ -64,62 +62,60 @@ struct NetworkPartitionTests {
     /// more; the store here is untouched, and a run after the link is back converges.
     @Test func aLinkCutMidSyncFailsWithinTheKeepaliveAndARerunConverges() async throws {
         try await offPool {
-            let far = try NetworkNamespace.make()
-            defer { far.remove() }
-            let server = try SSHServer.start(address: far.farAddress, launcher: far.launcher)
-            defer { server.stop() }
-            // 1 MB/s out of here: the 4 MB below take seconds to cross, so the cut lands mid-transfer.
-            try far.limitRate(megabitsPerSecond: 8)
-            try withTemporaryDirectory { dir in
-                let a = try ArchiveStore(directory: dir + "/a")
-                _ = try ArchiveStore(directory: dir + "/b")
-                try fill(a, count: 400, size: 10_000, tag: "a")
-                let before = try a.liveHashes()
-                // ssh's own words this time (the harness's `LogLevel=ERROR` would hide its timeout).
-                let shell = server.rsh.replacingOccurrences(of: " -o LogLevel=ERROR", with: "").split(separator: " ").map(String.init)
-                let remote = RemoteStore(
-                    host: "root@" + far.farAddress, path: dir + "/b", shell: shell, program: archiveSyncProgram, keepaliveInterval: 1)
-                let syncing = InThread { try Sync(.directory(dir + "/a"), .remote(remote)).runNow() }
-                let sent = Date().addingTimeInterval(30)
-                while far.bytesSent() < 1_000_000 && Date() < sent { usleep(10_000) }
-                try far.cutLink()
-                let cut = ContinuousClock.now
-                // Without a keepalive the sync waits for TCP to give up: the bound below fails it.
-                let outcome = syncing.result(within: .seconds(20))
-                let took = ContinuousClock.now - cut
-                try far.restoreLink()
-                switch outcome {
-                case nil:
-                    Issue.record("the sync still waited 20 s after the link was cut")
-                    _ = syncing.result(within: .seconds(600))
-                case .success(let report)?:
-                    Issue.record("the sync finished although the link was cut: \(report.summary)")
-                case .failure(let error)?:
-                    #expect(took < .seconds(15), "noticed after \(took)")
-                    #expect("\(error)".contains("not responding"), "\(error)")
-                }
-                #expect(try a.liveHashes() == before)
-
-                // The far side's `serve` outlives its client until its sshd hears of the close (the
-                // next TCP retransmission after the link is back): until then it holds the store's
-                // sync lock, and a run says so. One that gets through converges.
-                try far.unlimitRate()
-                // The neighbour entry failed while the link was down: "No route to host" until it is probed again.
-                let reachable = Date().addingTimeInterval(30)
-                while probeTCP(far.farAddress, server.port, timeout: .seconds(1)) != true && Date() < reachable { usleep(100_000) }
-                let (location, rsh) = (server.location(dir + "/b"), server.rsh)
-                let rerun = try { () throws -> CommandResult in
-                    let deadline = Date().addingTimeInterval(60)
-                    while true {
-                        let result = try RunningCommand(
-                            ["sync", dir + "/a", location, "--rsh", rsh, "--remote-cmd", archiveSyncProgram]
-                        ).finish(within: .seconds(60))
-                        if result.status == 0 || !result.errorOutput.contains("another sync") || Date() > deadline { return result }
-                        usleep(500_000)
+            try withFarHost { far, server in
+                // 1 MB/s out of here: the 4 MB below take seconds to cross, so the cut lands mid-transfer.
+                try far.limitRate(megabitsPerSecond: 8)
+                try withTemporaryDirectory { dir in
+                    let a = try ArchiveStore(directory: dir + "/a")
+                    _ = try ArchiveStore(directory: dir + "/b")
+                    try fill(a, count: 400, size: 10_000, tag: "a")
+                    let before = try a.liveHashes()
+                    // ssh's own words this time (the harness's `LogLevel=ERROR` would hide its timeout).
+                    let shell = server.rsh.replacingOccurrences(of: " -o LogLevel=ERROR", with: "").split(separator: " ").map(String.init)
+                    let remote = RemoteStore(
+                        host: "root@" + far.farAddress, path: dir + "/b", shell: shell, program: archiveSyncProgram, keepaliveInterval: 1)
+                    let syncing = InThread { try Sync(.directory(dir + "/a"), .remote(remote)).runNow() }
+                    let sent = Date().addingTimeInterval(30)
+                    while far.bytesSent() < 1_000_000 && Date() < sent { usleep(10_000) }
+                    try far.cutLink()
+                    let cut = ContinuousClock.now
+                    // Without a keepalive the sync waits for TCP to give up: the bound below fails it.
+                    let outcome = syncing.result(within: .seconds(20))
+                    let took = ContinuousClock.now - cut
+                    try far.restoreLink()
+                    switch outcome {
+                    case nil:
+                        Issue.record("the sync still waited 20 s after the link was cut")
+                        _ = syncing.result(within: .seconds(600))
+                    case .success(let report)?:
+                        Issue.record("the sync finished although the link was cut: \(report.summary)")
+                    case .failure(let error)?:
+                        #expect(took < .seconds(15), "noticed after \(took)")
+                        #expect("\(error)".contains("not responding"), "\(error)")
                     }
-                }()
-                #expect(rerun.status == 0, "\(rerun)")
-                #expect(try ArchiveStore(directory: dir + "/b").liveHashes() == before)
+                    #expect(try a.liveHashes() == before)
+
+                    // The far side's `serve` outlives its client until its sshd hears of the close (the
+                    // next TCP retransmission after the link is back): until then it holds the store's
+                    // sync lock, and a run says so. One that gets through converges.
+                    try far.unlimitRate()
+                    // The neighbour entry failed while the link was down: "No route to host" until it is probed again.
+                    let reachable = Date().addingTimeInterval(30)
+                    while probeTCP(far.farAddress, server.port, timeout: .seconds(1)) != true && Date() < reachable { usleep(100_000) }
+                    let (location, rsh) = (server.location(dir + "/b"), server.rsh)
+                    let rerun = try { () throws -> CommandResult in
+                        let deadline = Date().addingTimeInterval(60)
+                        while true {
+                            let result = try RunningCommand(
+                                ["sync", dir + "/a", location, "--rsh", rsh, "--remote-cmd", archiveSyncProgram]
+                            ).finish(within: .seconds(60))
+                            if result.status == 0 || !result.errorOutput.contains("another sync") || Date() > deadline { return result }
+                            usleep(500_000)
+                        }
+                    }()
+                    #expect(rerun.status == 0, "\(rerun)")
+                    #expect(try ArchiveStore(directory: dir + "/b").liveHashes() == before)
+                }
             }
         }
     }

@@ -190,3 +190,12 @@ public func probeTCP(_ host: String, _ port: Int, timeout: Duration) -> Bool? {
     getsockopt(fd, SOL_SOCKET, SO_ERROR, &failure, &length)
     return failure == 0
 }
+
+/// A far host for one test: a namespace of its own with sshd in it, both gone after `body`.
+public func withFarHost<T>(_ body: (NetworkNamespace, SSHServer) throws -> T) throws -> T {
+    let far = try NetworkNamespace.make()
+    defer { far.remove() }
+    let server = try SSHServer.start(address: far.farAddress, launcher: far.launcher)
+    defer { server.stop() }
+    return try body(far, server)
+}
