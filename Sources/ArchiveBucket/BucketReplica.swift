@@ -108,7 +108,7 @@ package final class BucketReplica: SyncReplica {
     /// Reads the logs' new segments into the cache.
     package func makeCurrent() throws -> Bool {
         let log = log
-        try blocking { try await log.catchUp() }
+        _ = try blocking { try await log.catchUp() }
         return false
     }
 
