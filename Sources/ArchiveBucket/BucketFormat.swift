@@ -197,7 +197,16 @@ private let sortedEncoder: JSONEncoder = {
 }()
 
 /// Why a bucket replica cannot be used.
-package enum BucketError: ExitStatusError, Sendable, Equatable {
+package enum BucketError: ExitStatusError, LiveStoppingError, Sendable, Equatable {
+    /// Retrying cannot help: the prefix is no replica (or its marker went away), or the server
+    /// ignores conditional writes.
+    package var stopsLiveSession: Bool {
+        switch self {
+        case .notAReplica, .conditionalWritesIgnored, .markerMissing: true
+        default: false
+        }
+    }
+
     /// Refusals of a server or a prefix are bad input (2); damage and lost races are failures (1).
     package var exitStatus: Int32 {
         switch self {
