@@ -18,16 +18,28 @@ package struct BucketLog: Sendable {
     ///
     /// One listing of `replicas/` names every log; one listing per log, after the last
     /// segment read, finds its new segments. A no-op costs one request per log and one more.
+    ///
+    /// A log with a gap (segments a compaction deleted, or a listing lagging behind a write)
+    /// sends the reader to the newest snapshot it has not read, and the logs it moved are
+    /// listed once more after it.
     package func catchUp() async throws {
+        guard try await catchUpLogs(), try await foldNewestSnapshot() else { return }
+        _ = try await catchUpLogs()
+    }
+
+    /// One pass of ``catchUp()``: returns whether some log stopped at a gap.
+    private func catchUpLogs() async throws -> Bool {
         let positions = try cache.logPositions()
         let listed = try await storage.keys(under: layout.replicas, after: nil).compactMap(layout.replicaName)
         let replicas = Set(listed).union(positions.keys).sorted()
         let found = try await concurrentMap(replicas, width: 8) { [storage, layout] replica in
             try await storage.keys(under: layout.log(replica), after: positions[replica]?.key).compactMap(layout.segmentName)
         }
+        var gap = false
         for (replica, names) in zip(replicas, found) where !names.isEmpty {
-            try await fold(names, of: replica, from: positions[replica])
+            gap = try await fold(names, of: replica, from: positions[replica]).gap || gap
         }
+        return gap
     }
 
     /// Reads and folds `replica`'s new segments in order, as far as they are contiguous.
@@ -37,13 +49,18 @@ package struct BucketLog: Sendable {
     /// sync picks up from the same place. A segment that overlaps what was read came from a
     /// push that lost a race for its number (its entries are pushed again after): its entries
     /// are folded all the same, as a version is news once whatever log it comes through.
-    /// - Returns: the first change sequence the folds gave the view; nil when they changed nothing.
-    @discardableResult
-    private func fold(_ names: [SegmentName], of replica: ReplicaID, from position: LogPosition?) async throws -> Int? {
+    /// A segment listed and then gone was deleted by a compaction: a gap too.
+    /// - Returns: the first change sequence the folds gave the view (nil when they changed
+    ///   nothing), and whether reading stopped at a gap.
+    func fold(_ names: [SegmentName], of replica: ReplicaID, from position: LogPosition?) async throws -> (change: Int?, gap: Bool) {
         var last = position?.last ?? 0
         var contiguous: [SegmentName] = []
+        var gap = false
         for name in names.sorted(by: { $0.key < $1.key }) {
-            if name.first > last + 1 { break }
+            if name.first > last + 1 {
+                gap = true
+                break
+            }
             contiguous.append(name)
             last = max(last, name.last)
         }
@@ -54,25 +71,23 @@ package struct BucketLog: Sendable {
         for start in stride(from: 0, to: contiguous.count, by: 8) {
             let batch = Array(contiguous[start..<min(start + 8, contiguous.count)])
             let segments = try await concurrentMap(batch) { [storage] name in
-                guard let data = try await storage.read(name.key) else {
-                    throw BucketError.malformed(key: name.key, reason: "the listing showed it, and then it was gone (a log segment is never deleted)")
-                }
-                return try Segment.decode(data, name: name)
+                try await storage.read(name.key).map { try Segment.decode($0, name: name) }
             }
             for (name, segment) in zip(batch, segments) {
+                guard let segment else { return (firstChange, true) }
                 last = max(last, segment.last)
                 let change = try cache.fold(segment.entries, log: (replica, LogPosition(last: last, key: name.key))).change
                 firstChange = firstChange ?? change
             }
         }
-        return firstChange
+        return (firstChange, gap)
     }
 
     /// Reads `replica`'s own log past the cache's position (after a lost race).
     private func catchUp(_ replica: ReplicaID) async throws -> Int? {
         let position = try cache.logPositions()[replica]
         let names = try await storage.keys(under: layout.log(replica), after: position?.key).compactMap(layout.segmentName)
-        return try await fold(names, of: replica, from: position)
+        return try await fold(names, of: replica, from: position).change
     }
 
     /// Appends `entries` to `replica`'s log as its next segment, once every blob they name is
