@@ -8,7 +8,7 @@ struct Compact: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Compact a bucket replica: fold old log segments into a snapshot, delete what no one needs.",
         discussion: """
-            Folds every log segment of s3://BUCKET/PREFIX into a new snapshot, so that a store that syncs for the first time (or after a long while) reads one object instead of every segment. Segments the snapshot covers, older snapshots, and blobs no version references are marked; a later compact deletes what was marked more than --grace ago and is still unneeded. Run it from one host now and then (a daily timer): syncs go on meanwhile and never wait for it.
+            Folds the log segments of s3://BUCKET/PREFIX (all but each log's newest) into a new snapshot, so that a store that syncs for the first time (or after a long while) reads one object instead of every segment. Segments the snapshot covers, older snapshots, and blobs no version references are marked; a later compact deletes what was marked more than --grace ago and is still unneeded. Run it from one host now and then (a daily timer): syncs go on meanwhile and never wait for it.
 
             One compaction runs at a time: a lease object (PREFIX/lease) names the holder and its expiry. A live lease held by another is refused (exit 3); one past its expiry, or held by a process of this host that is gone, is taken over. See docs/bucket.md.
 
@@ -22,7 +22,7 @@ struct Compact: ParsableCommand {
     var location: String
 
     @Option(
-        help: ArgumentHelp("How long marked objects stay before a later compact deletes them: 90s, 30m, 1h, 2d (default 1h).", valueName: "duration"))
+        help: ArgumentHelp("How long marked objects stay before a later compact deletes them: 90s, 30m, 1h, 2d.", valueName: "duration"))
     var grace: String = "1h"
 
     @OptionGroup var output: OutputOptions
