@@ -24,7 +24,9 @@ package final class BucketCache: Sendable {
         try connection.execute(Self.schema)
         let cached = try connection.first("SELECT value FROM meta WHERE name = 'replica'") { $0.text(0) }
         if cached != replica.rawValue {
-            try connection.execute("BEGIN IMMEDIATE; DELETE FROM logs; DELETE FROM versions; DELETE FROM view; DELETE FROM peers; DELETE FROM blobs;")
+            try connection.execute(
+                "BEGIN IMMEDIATE; DELETE FROM logs; DELETE FROM versions; DELETE FROM view; DELETE FROM peers; DELETE FROM blobs; DELETE FROM pushed;"
+            )
             try connection.run("INSERT OR REPLACE INTO meta(name, value) VALUES('replica', ?)", [.text(replica.rawValue)])
             try connection.execute("COMMIT")
         }
@@ -54,6 +56,7 @@ package final class BucketCache: Sendable {
         CREATE INDEX IF NOT EXISTS view_seq ON view(seq);
         CREATE TABLE IF NOT EXISTS peers(replica TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS blobs(hash BLOB PRIMARY KEY) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS pushed(key TEXT PRIMARY KEY) WITHOUT ROWID;
         """
 
     /// The view's change sequence: the number of the last change the fold made to it.
@@ -76,20 +79,42 @@ package final class BucketCache: Sendable {
         }
     }
 
+    /// The segments this cache pushed that no listing has passed yet: a read passes them
+    /// without fetching them (their entries are folded).
+    package func pushedKeys() throws -> Set<String> {
+        try db.withLock { sql in
+            var keys: Set<String> = []
+            try sql.query("SELECT key FROM pushed") { keys.insert($0.text(0)) }
+            return keys
+        }
+    }
+
     /// Folds `entries` into the view and, in the same transaction, moves `log`'s position:
-    /// what was folded and how far the log was read never disagree.
+    /// what was folded and how far the log was read never disagree. With `pushed` (the key of
+    /// the segment this cache just wrote, holding `entries`), the position's key stays the
+    /// last one read, so that the next listing still shows a segment another writer put at
+    /// the same number; without it, the pushed keys the position passes are forgotten.
     ///
     /// - Returns: the first change sequence the fold gave the view (`change`), and the first at
     ///   which the view came to show a version other than the entry just folded for it
     ///   (`other`: another, concurrent version won); nil when there was none.
     @discardableResult
-    package func fold(_ entries: [BucketEntry], log: (replica: ReplicaID, position: LogPosition)?) throws -> (change: Int?, other: Int?) {
+    package func fold(_ entries: [BucketEntry], log: (replica: ReplicaID, position: LogPosition)?, pushed: String? = nil) throws -> (
+        change: Int?, other: Int?
+    ) {
         try transaction { sql in
             let folded = try Self.fold(entries, sql)
             if let log {
                 try sql.run(
                     "INSERT OR REPLACE INTO logs(replica, last, key) VALUES(?, ?, ?)",
                     [.text(log.replica.rawValue), .integer(Int64(log.position.last)), .text(log.position.key)])
+                if let pushed {
+                    try sql.run("INSERT OR IGNORE INTO pushed(key) VALUES(?)", [.text(pushed)])
+                } else {
+                    let key = log.position.key
+                    let directory = String(key[...(key.lastIndex(of: "/") ?? key.startIndex)])
+                    try sql.run("DELETE FROM pushed WHERE key > ? AND key <= ?", [.text(directory), .text(key)])
+                }
             }
             return folded
         }
@@ -110,7 +135,7 @@ package final class BucketCache: Sendable {
         }
     }
 
-    /// Folds `entries` into the view inside a transaction (see ``fold(_:log:)``).
+    /// Folds `entries` into the view inside a transaction (see ``fold(_:log:pushed:)``).
     static func fold(_ entries: [BucketEntry], _ sql: SQLiteConnection) throws -> (change: Int?, other: Int?) {
         let start = try Self.sequence(sql)
         var sequence = start

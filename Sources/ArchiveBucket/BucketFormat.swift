@@ -18,8 +18,9 @@ package struct BucketLayout: Sendable, Hashable {
     /// The marker: the bucket replica's id and the format version, written once at `init`.
     package var marker: String { prefix + "replica" }
     package var logs: String { prefix + "log/" }
-    /// One empty object per log, `replicas/<replica>`, written before its first segment: one
-    /// listing names every log.
+    /// One empty object per log, `replicas/<replica>`, that pushes wrote before a log's first
+    /// segment until the listing of ``logs`` came to find new logs itself. Neither written
+    /// nor read any more; buckets made before still hold them (compaction may delete them).
     package var replicas: String { prefix + "replicas/" }
     package func log(_ replica: ReplicaID) -> String { logs + replica.rawValue + "/" }
     package func blob(_ hash: ContentHash) -> String { prefix + "blobs/" + hash.description }
@@ -196,7 +197,16 @@ let sortedEncoder: JSONEncoder = {
 }()
 
 /// Why a bucket replica cannot be used.
-package enum BucketError: ExitStatusError, Sendable, Equatable {
+package enum BucketError: ExitStatusError, LiveStoppingError, Sendable, Equatable {
+    /// Retrying cannot help: the prefix is no replica (or its marker went away), or the server
+    /// ignores conditional writes.
+    package var stopsLiveSession: Bool {
+        switch self {
+        case .notAReplica, .conditionalWritesIgnored, .markerMissing: true
+        default: false
+        }
+    }
+
     /// Refusals of a server or a prefix are bad input (2); damage and lost races are failures (1).
     package var exitStatus: Int32 {
         switch self {

@@ -16,30 +16,45 @@ package struct BucketLog: Sendable {
 
     /// Lists every log after the cache's positions and folds what is new.
     ///
-    /// One listing of `replicas/` names every log; one listing per log, after the last
-    /// segment read, finds its new segments. A no-op costs one request per log and one more.
+    /// One listing of `log/` finds every log's new segments and every new log: a no-op is one
+    /// request. It starts at the beginning of `log/` (a new log may sort before every known
+    /// one, and start-after the lowest position would miss it), and each next page starts past
+    /// its last log's position, so a log's old segments cost at most one page of it.
     ///
     /// A log with a gap (segments a compaction deleted, or a listing lagging behind a write)
     /// sends the reader to the newest snapshot it has not read, and the logs it moved are
     /// listed once more after it.
-    package func catchUp() async throws {
-        guard try await catchUpLogs(), try await foldNewestSnapshot() else { return }
+    /// - Returns: whether the view changed.
+    @discardableResult
+    package func catchUp() async throws -> Bool {
+        let (changed, gap) = try await catchUpLogs()
+        guard gap, try await foldNewestSnapshot() else { return changed }
         _ = try await catchUpLogs()
+        return true
     }
 
-    /// One pass of ``catchUp()``: returns whether some log stopped at a gap.
-    private func catchUpLogs() async throws -> Bool {
+    /// One pass of ``catchUp()``: whether the view changed, and whether some log stopped at a gap.
+    private func catchUpLogs() async throws -> (changed: Bool, gap: Bool) {
         let positions = try cache.logPositions()
-        let listed = try await storage.keys(under: layout.replicas, after: nil).compactMap(layout.replicaName)
-        let replicas = Set(listed).union(positions.keys).sorted()
-        let found = try await concurrentMap(replicas, width: 8) { [storage, layout] replica in
-            try await storage.keys(under: layout.log(replica), after: positions[replica]?.key).compactMap(layout.segmentName)
+        let pushed = try cache.pushedKeys()
+        var found: [ReplicaID: [SegmentName]] = [:]
+        var after: String?
+        while true {
+            let page = try await storage.keyPage(under: layout.logs, after: after)
+            for name in page.keys.compactMap(layout.segmentName) where name.key > (positions[name.replica]?.key ?? "") {
+                found[name.replica, default: []].append(name)
+            }
+            guard page.more, let last = page.keys.last else { break }
+            let position = layout.segmentName(last).flatMap { positions[$0.replica]?.key } ?? ""
+            after = max(last, position)
         }
-        var gap = false
-        for (replica, names) in zip(replicas, found) where !names.isEmpty {
-            gap = try await fold(names, of: replica, from: positions[replica]).gap || gap
+        var (changed, gap) = (false, false)
+        for (replica, names) in found.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            let folded = try await fold(names, of: replica, from: positions[replica], pushed: pushed)
+            changed = changed || folded.change != nil
+            gap = gap || folded.gap
         }
-        return gap
+        return (changed, gap)
     }
 
     /// Reads and folds `replica`'s new segments in order, as far as they are contiguous.
@@ -49,10 +64,15 @@ package struct BucketLog: Sendable {
     /// sync picks up from the same place. A segment that overlaps what was read came from a
     /// push that lost a race for its number (its entries are pushed again after): its entries
     /// are folded all the same, as a version is news once whatever log it comes through.
-    /// A segment listed and then gone was deleted by a compaction: a gap too.
     /// - Returns: the first change sequence the folds gave the view (nil when they changed
-    ///   nothing), and whether reading stopped at a gap.
-    func fold(_ names: [SegmentName], of replica: ReplicaID, from position: LogPosition?) async throws -> (change: Int?, gap: Bool) {
+    ///   nothing), and whether reading stopped at a gap. A segment listed and then gone was
+    ///   deleted by a compaction: a gap too.
+    ///
+    /// Segments this cache pushed itself (`pushed`) are passed without being read: their
+    /// entries are folded already.
+    func fold(_ names: [SegmentName], of replica: ReplicaID, from position: LogPosition?, pushed: Set<String>) async throws -> (
+        change: Int?, gap: Bool
+    ) {
         var last = position?.last ?? 0
         var contiguous: [SegmentName] = []
         var gap = false
@@ -70,13 +90,16 @@ package struct BucketLog: Sendable {
         // segments, and a sync cut short keeps what it folded.
         for start in stride(from: 0, to: contiguous.count, by: 8) {
             let batch = Array(contiguous[start..<min(start + 8, contiguous.count)])
-            let segments = try await concurrentMap(batch) { [storage] name in
-                try await storage.read(name.key).map { try Segment.decode($0, name: name) }
+            // nil for a segment passed unread; `gone` for one deleted since the listing.
+            let segments = try await concurrentMap(batch) { [storage] name -> (segment: Segment?, gone: Bool) in
+                guard !pushed.contains(name.key) else { return (nil, false) }
+                guard let data = try await storage.read(name.key) else { return (nil, true) }
+                return (try Segment.decode(data, name: name), false)
             }
-            for (name, segment) in zip(batch, segments) {
-                guard let segment else { return (firstChange, true) }
-                last = max(last, segment.last)
-                let change = try cache.fold(segment.entries, log: (replica, LogPosition(last: last, key: name.key))).change
+            for (name, read) in zip(batch, segments) {
+                if read.gone { return (firstChange, true) }
+                last = max(last, name.last)
+                let change = try cache.fold(read.segment?.entries ?? [], log: (replica, LogPosition(last: last, key: name.key))).change
                 firstChange = firstChange ?? change
             }
         }
@@ -87,16 +110,18 @@ package struct BucketLog: Sendable {
     private func catchUp(_ replica: ReplicaID) async throws -> Int? {
         let position = try cache.logPositions()[replica]
         let names = try await storage.keys(under: layout.log(replica), after: position?.key).compactMap(layout.segmentName)
-        return try await fold(names, of: replica, from: position).change
+        return try await fold(names, of: replica, from: position, pushed: try cache.pushedKeys()).change
     }
 
     /// Appends `entries` to `replica`'s log as its next segment, once every blob they name is
     /// in the bucket, and folds them into the cache.
     ///
-    /// The segment is written with `If-None-Match: *`, and a listing after it must show it as
-    /// the log's only new segment: another writer of the same log (a copy of the store) that
-    /// took the same number, or an overlapping one, makes this push lose. The loser reads what
-    /// the winner wrote and tries again with the next number.
+    /// The segment is written with `If-None-Match: *`: a refusal means another writer of the
+    /// same log (a copy of the store) took the number; this push reads what it wrote and
+    /// tries again with the next number. A writer that took the same number for another
+    /// length wrote another key, and both stand: the log's position keeps its last key read,
+    /// so the next listing shows that segment too (this push's own is passed unread), and the
+    /// fold takes its entries whatever their numbers.
     ///
     /// - Returns: the first change sequence at which the view came to show something other
     ///   than these entries (a concurrent version won, or a lost race read another writer's).
@@ -107,10 +132,6 @@ package struct BucketLog: Sendable {
         _ = try await concurrentMap(missing) { [storage, layout] hash, data in
             try await storage.write(layout.blob(hash), data, ifAbsent: true)
         }
-        // The log is named in `replicas/` before its first segment, so that readers find it.
-        if try cache.logPositions()[replica] == nil {
-            _ = try await storage.write(layout.replicas + replica.rawValue, Data(), ifAbsent: true)
-        }
         let attempts = 8
         var key = ""
         var firstOther: Int?
@@ -119,11 +140,10 @@ package struct BucketLog: Sendable {
             let segment = Segment(replica: replica, first: (position?.last ?? 0) + 1, entries: entries)
             key = layout.segment(replica, first: segment.first, last: segment.last)
             if try await storage.write(key, segment.encoded(), ifAbsent: true) {
-                let after = try await storage.keys(under: layout.log(replica), after: position?.key)
-                if after == [key] {
-                    let other = try cache.fold(entries, log: (replica, LogPosition(last: segment.last, key: key))).other
-                    return [firstOther, other].compactMap { $0 }.min()
-                }
+                // Read up to the log's start when nothing of it was read yet: all its keys sort after that.
+                let read = position?.key ?? layout.log(replica)
+                let other = try cache.fold(entries, log: (replica, LogPosition(last: segment.last, key: read)), pushed: key).other
+                return [firstOther, other].compactMap { $0 }.min()
             }
             if let change = try await catchUp(replica) { firstOther = firstOther ?? change }
             // Apart in time, so that two losers do not meet again at the next number.

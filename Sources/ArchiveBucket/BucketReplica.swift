@@ -12,7 +12,7 @@ import Foundation
 /// (an SQLite file in the store's `.archive-sync/`) holds the fold, the positions and the
 /// bucket replica's checkpoint of the store, so that a sync that finds nothing new costs one
 /// conditional PUT and a listing.
-package final class BucketReplica: SyncReplica {
+package final class BucketReplica: PolledReplica {
     package let replica: ReplicaID
     package let name: String
     private let storage: any BucketStorage
@@ -24,9 +24,11 @@ package final class BucketReplica: SyncReplica {
     /// The first change sequence of this session at which the view came to show something
     /// other than what the sync pushed (see ``sequenceAfterOwnWrites(since:)``).
     private let firstOther = TracedMutex<Int?>(nil)
-    /// Called once, at ``end()`` or else when the replica goes away: shuts down a client this
-    /// replica owns.
+    /// Called once, at ``end()`` (unless `closesAtEnd` is false: a live session's replica
+    /// serves many syncs), at ``disconnect()``, or else when the replica goes away: shuts down
+    /// a client this replica owns.
     private let close: TracedMutex<(@Sendable () async throws -> Void)?>
+    private let closesAtEnd: Bool
 
     /// Opens the bucket replica at `prefix` for a sync with the store `pusher`, whose cache of
     /// it is a file in `cacheDirectory` named after `cacheKey` (the endpoint, bucket and prefix).
@@ -35,10 +37,11 @@ package final class BucketReplica: SyncReplica {
     /// - Throws: ``BucketError/notAReplica(location:)`` when the prefix has no marker.
     package init(
         storage: any BucketStorage, prefix: String, name: String, cacheDirectory: String, cacheKey: String, pusher: ReplicaID,
-        close: (@Sendable () async throws -> Void)? = nil
+        close: (@Sendable () async throws -> Void)? = nil, closesAtEnd: Bool = true
     ) throws {
         self.storage = storage
         self.close = TracedMutex(close)
+        self.closesAtEnd = closesAtEnd
         self.name = name
         self.pusher = pusher
         layout = BucketLayout(prefix: prefix)
@@ -95,6 +98,10 @@ package final class BucketReplica: SyncReplica {
     }
 
     package func end() {
+        if closesAtEnd { disconnect() }
+    }
+
+    package func disconnect() {
         guard
             let close = close.withLock({ value in
                 defer { value = nil }; return value
@@ -103,13 +110,20 @@ package final class BucketReplica: SyncReplica {
         _ = try? blocking { try await close() }
     }
 
-    deinit { end() }
+    deinit { disconnect() }
 
     /// Reads the logs' new segments into the cache.
     package func makeCurrent() throws -> Bool {
         let log = log
-        try blocking { try await log.catchUp() }
+        _ = try blocking { try await log.catchUp() }
         return false
+    }
+
+    /// Reads the logs' new segments into the cache: one listing when there are none.
+    package func poll() throws -> Int {
+        let log = log
+        _ = try blocking { try await log.catchUp() }
+        return try cache.changeSequence()
     }
 
     package func changeSequence() throws -> Int { try cache.changeSequence() }

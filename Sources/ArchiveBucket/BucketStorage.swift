@@ -6,14 +6,24 @@ import Foundation
 /// in-memory one.
 package protocol BucketStorage: Sendable {
     /// Writes `data` at `key`. With `ifAbsent` (S3's `If-None-Match: *`) a key that exists is
-    /// left alone and the call returns false, unless it already holds `data` (a retried write
-    /// whose first try landed, as the S3 client reads it); otherwise it returns true.
+    /// left alone and the call returns false, unless a retried write finds `data` there (its
+    /// first try landed, as the S3 client reads back a refusal of a retry); otherwise it
+    /// returns true.
     func write(_ key: String, _ data: Data, ifAbsent: Bool) async throws -> Bool
     /// The object's bytes, or nil when there is no object at `key`.
     func read(_ key: String) async throws -> Data?
     /// Every key under `prefix` after `startAfter`, in byte order (each page of the listing a request).
     func keys(under prefix: String, after startAfter: String?) async throws -> [String]
+    /// One page of those keys (one request), and whether more follow it.
+    func keyPage(under prefix: String, after startAfter: String?) async throws -> (keys: [String], more: Bool)
     func delete(_ key: String) async throws
+}
+
+extension BucketStorage {
+    /// A storage without pages answers in one.
+    package func keyPage(under prefix: String, after startAfter: String?) async throws -> (keys: [String], more: Bool) {
+        (try await keys(under: prefix, after: startAfter), false)
+    }
 }
 
 /// Runs `body` on Swift's concurrency pool and blocks this thread until it returns.

@@ -20,6 +20,11 @@ extension S3Client: BucketStorage {
     package func keys(under prefix: String, after startAfter: String?) async throws -> [String] {
         try await list(prefix: prefix, startAfter: startAfter).map(\.key)
     }
+
+    package func keyPage(under prefix: String, after startAfter: String?) async throws -> (keys: [String], more: Bool) {
+        let page = try await listPage(prefix: prefix, startAfter: startAfter)
+        return (page.objects.map(\.key), page.truncated)
+    }
 }
 
 /// A bucket prefix of S3-compatible storage as a replica a store syncs with (docs/bucket.md).
@@ -77,12 +82,13 @@ public enum BucketReplicas {
     /// when the sync ends. Blocks while it reads the marker (once per store): call it off
     /// Swift's concurrency pool.
     package static func replica(
-        for store: ArchiveStore, at location: S3Location, client: S3Client, close: (@Sendable () async throws -> Void)? = nil
+        for store: ArchiveStore, at location: S3Location, client: S3Client, close: (@Sendable () async throws -> Void)? = nil,
+        closesAtEnd: Bool = true
     ) throws -> BucketReplica {
         let metadata = store.path + "/" + ArchiveStore.metadataDirectoryName
         let cacheKey = "\(client.configuration.endpoint.absoluteString) \(location.bucket) \(location.prefix)"
         return try BucketReplica(
             storage: client, prefix: location.prefix, name: location.description, cacheDirectory: metadata, cacheKey: cacheKey, pusher: store.replica,
-            close: close)
+            close: close, closesAtEnd: closesAtEnd)
     }
 }

@@ -78,23 +78,21 @@ public final class S3Client: Sendable {
     /// conditional multipart write only where any writer's bytes are right (content-addressed
     /// blobs, whose key is the hash of their bytes).
     ///
-    /// An `.ifNoneMatch` write that finds the same bytes already at the key returns their ETag:
-    /// a retry whose first try landed (its answer lost), or another writer of identical bytes,
-    /// is a success. Throws ``S3Error/preconditionFailed(key:)`` when the condition does not hold.
+    /// An `.ifNoneMatch` write refused on a retry (after a try whose answer was lost) reads the
+    /// key back: its own bytes there are the first try having landed, and it returns their
+    /// ETag. A refusal of the first try is one: no read-back, so a refused write costs one
+    /// request. Throws ``S3Error/preconditionFailed(key:)`` when the condition does not hold.
     @discardableResult
     public func put(_ key: String, _ data: Data, condition: S3WriteCondition = .none) async throws -> String {
         if data.count > configuration.multipartThreshold {
             return try await putInParts(key, data, condition: condition)
         }
         let request = S3Request(method: .PUT, key: key, headers: Self.headers(for: condition), body: data)
-        do {
-            return try Self.etag(of: try await send(request), for: request, bucket: configuration.bucket)
-        } catch S3Error.preconditionFailed(let key) where condition == .ifNoneMatch {
-            // A retried write whose first try landed (the answer was lost) meets its own object:
-            // the same bytes at the key is the write having succeeded.
-            if let existing = try await get(key), existing.data == data { return existing.etag }
-            throw S3Error.preconditionFailed(key: key)
-        }
+        guard condition == .ifNoneMatch else { return try Self.etag(of: try await send(request), for: request, bucket: configuration.bucket) }
+        let response = try await send(request, accepting: [412])
+        guard response.status == 412 else { return try Self.etag(of: response, for: request, bucket: configuration.bucket) }
+        if response.attempt > 1, let existing = try await get(key), existing.data == data { return existing.etag }
+        throw S3Error.preconditionFailed(key: key)
     }
 
     /// The object at `key`, or nil when there is none.

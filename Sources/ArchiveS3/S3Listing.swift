@@ -10,16 +10,27 @@ extension S3Client {
         var objects: [S3ListedObject] = []
         var continuation: String?
         repeat {
-            var query = [("list-type", "2"), ("prefix", prefix), ("encoding-type", "url")]
-            if let startAfter { query.append(("start-after", startAfter)) }
-            if let limit { query.append(("max-keys", String(limit))) }
-            if let continuation { query.append(("continuation-token", continuation)) }
-            let request = S3Request(method: .GET, key: nil, query: query)
-            let page = try S3ListPage(try await send(request).body, request: request, bucket: configuration.bucket)
+            let page = try await listPage(prefix: prefix, startAfter: startAfter, limit: limit, continuation: continuation)
             objects += page.objects
             continuation = page.nextContinuationToken
         } while continuation != nil
         return objects
+    }
+
+    /// One page (one request) of the listing of `prefix` after `startAfter`, and whether more
+    /// follow it: for a reader that picks where the next page starts.
+    public func listPage(prefix: String, startAfter: String?, limit: Int? = nil) async throws -> (objects: [S3ListedObject], truncated: Bool) {
+        let page = try await listPage(prefix: prefix, startAfter: startAfter, limit: limit, continuation: nil)
+        return (page.objects, page.nextContinuationToken != nil)
+    }
+
+    private func listPage(prefix: String, startAfter: String?, limit: Int?, continuation: String?) async throws -> S3ListPage {
+        var query = [("list-type", "2"), ("prefix", prefix), ("encoding-type", "url")]
+        if let startAfter { query.append(("start-after", startAfter)) }
+        if let limit { query.append(("max-keys", String(limit))) }
+        if let continuation { query.append(("continuation-token", continuation)) }
+        let request = S3Request(method: .GET, key: nil, query: query)
+        return try S3ListPage(try await send(request).body, request: request, bucket: configuration.bucket)
     }
 }
 

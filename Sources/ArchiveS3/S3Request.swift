@@ -24,6 +24,8 @@ struct S3Response: Sendable {
     var status: Int
     var headers: HTTPHeaders
     var body: Data
+    /// The try that got this answer, from 1: a later one follows tries whose fate is unknown.
+    var attempt = 1
 
     /// The ETag without its quotes: the form Ceph's gateway takes back in `If-Match`.
     var etag: String? { headers.first(name: "etag").map(S3Response.unquoted) }
@@ -48,7 +50,8 @@ extension S3Client {
                 outcome = .failure(error)
             }
             switch outcome {
-            case .success(let response) where (200..<300).contains(response.status) || accepting.contains(response.status):
+            case .success(var response) where (200..<300).contains(response.status) || accepting.contains(response.status):
+                response.attempt = attempt
                 return response
             case .success(let response):
                 let error = S3ErrorAnswer(response)

@@ -25,6 +25,27 @@ func initBucket(_ url: String) throws {
     printLine(created ? "bucket replica \(location) ready: replica \(replica)" : "\(location) already is a bucket replica: replica \(replica)")
 }
 
+/// The live session of `watch STORE --sync-with s3://...`. A prefix that is no replica, or a
+/// server that ignores conditional writes, is refused here, at once; a server that does not
+/// answer is the session's to retry.
+func bucketLiveSession(_ store: ArchiveStore, _ url: String, options: LiveOptions) throws -> LiveSession {
+    let location = try S3Location(parsing: url)
+    var configuration = try S3Configuration.fromEnvironment()
+    configuration.bucket = location.bucket
+    let client = S3Client(configuration)
+    defer { _ = try? blocking { try await client.shutdown() } }
+    do {
+        let replica = try BucketReplicas.replica(for: store, at: location, client: client)
+        try replica.begin()
+        replica.end()
+    } catch let error as BucketError {
+        throw error
+    } catch {
+        // Not an answer about the bucket (the server is down, say): the session retries it.
+    }
+    return BucketReplicas.liveSession(store, with: location, configuration: configuration, options: options)
+}
+
 extension StorePairArguments {
     /// The sync of a store here with a bucket replica, when one of the two is an `s3://` URL.
     func bucketSync(options: SyncOptions, create: Bool, remote: RemoteOptions) throws -> Sync? {

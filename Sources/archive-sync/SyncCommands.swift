@@ -98,6 +98,9 @@ struct SyncCommand: ParsableCommand {
     func validate() throws {
         if !watch && live.isSet { throw ValidationError("--debounce and --keepalive go with --watch") }
         if watch && dryRun { throw ValidationError("--dry-run cannot go with --watch: a live session syncs; `diff` shows the plan") }
+        if watch && (isBucketURL(stores.a) || isBucketURL(stores.b)) {
+            throw ValidationError("a live session with a bucket is `archive-sync watch STORE --sync-with s3://BUCKET/PREFIX`")
+        }
     }
 
     func run() throws {

@@ -28,6 +28,9 @@ struct Watch: ParsableCommand {
 
             With --sync-with PEER (a directory or [user@]host:path; repeat it for several), it also keeps each peer in step with the store, as `sync STORE PEER --watch` does, and prints one line per object carried and per connection change instead of the changes (see `sync --help`). A peer whose safety valve trips stops with a message; the others keep running.
               archive-sync watch ./hub --sync-with ./spoke1 --sync-with user@host:/srv/spoke2
+
+            A PEER may be a bucket replica, s3://BUCKET/PREFIX (docs/bucket.md): changes here are pushed after --debounce, and the bucket's logs are listed every --poll seconds (default 2; one request when nothing is new: object storage has no push). A server that fails is retried after 1 s, doubling to 60 s, and writes here keep working; `status` shows the session.
+              archive-sync watch ./store --sync-with s3://team-data/archive --poll 5
             """
     )
 
@@ -59,9 +62,16 @@ struct Watch: ParsableCommand {
     @Flag(help: "With --sync-with: as `sync --force`.")
     var force = false
 
+    @Option(help: ArgumentHelp("With --sync-with s3://...: seconds between listings of the bucket's logs (default 2).", valueName: "seconds"))
+    var poll: Double?
+
     @OptionGroup var remote: RemoteOptions
 
     func validate() throws {
+        if let poll {
+            guard syncWith.contains(where: isBucketURL) else { throw ValidationError("--poll goes with --sync-with s3://BUCKET/PREFIX") }
+            guard (0.1...3600).contains(poll) else { throw ValidationError("--poll must be from 0.1 to 3600 seconds, not \(poll)") }
+        }
         guard (0...60_000).contains(debounce) else { throw ValidationError("--debounce must be from 0 to 60000 milliseconds, not \(debounce)") }
         guard rescanInterval >= 0 else { throw ValidationError("--rescan-interval must be 0 (never) or a number of seconds, not \(rescanInterval)") }
         if syncWith.isEmpty && (keepalive != nil || prefer != nil || force) {
@@ -79,7 +89,11 @@ struct Watch: ParsableCommand {
             var options = LiveArguments.options(
                 debounce: debounce, keepalive: keepalive, sync: SyncOptions(preference: prefer, merge: merge, force: force), create: force)
             options.fullCompareInterval = rescanInterval == 0 ? nil : .seconds(rescanInterval)
-            return try runLive(syncWith.map { LiveSession(store, remote.location($0), options: options) }, json: json)
+            if let poll { options.poll = .milliseconds(Int(poll * 1_000)) }
+            let sessions = try syncWith.map { peer in
+                try isBucketURL(peer) ? bucketLiveSession(store, peer, options: options) : LiveSession(store, remote.location(peer), options: options)
+            }
+            return try runLive(sessions, json: json)
         }
 
         // Stop requests may come before the watcher exists (during the first scan).

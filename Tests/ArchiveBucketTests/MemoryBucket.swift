@@ -21,9 +21,8 @@ final class MemoryBucket: BucketStorage {
             objects[key] = data
             return true
         }
-        guard !written else { return true }
-        // As the S3 client does: a refused write reads the key, and takes the same bytes for its own.
-        return try await read(key) == data
+        // As the S3 client's first try: a refusal is one, with no read-back (there was no earlier try).
+        return written
     }
 
     func read(_ key: String) async throws -> Data? {
@@ -31,12 +30,28 @@ final class MemoryBucket: BucketStorage {
         return objects.withLock { $0[key] }
     }
 
+    /// Keys per page of a listing (S3's is 1,000).
+    let pageSize = TracedMutex(1_000)
+
     func keys(under prefix: String, after startAfter: String?) async throws -> [String] {
+        var keys: [String] = []
+        var after = startAfter
+        while true {
+            let page = try await keyPage(under: prefix, after: after)
+            keys += page.keys
+            guard page.more else { return keys }
+            after = page.keys.last
+        }
+    }
+
+    func keyPage(under prefix: String, after startAfter: String?) async throws -> (keys: [String], more: Bool) {
         count("LIST")
         let hidden = hidden.withLock { $0 }
-        return objects.withLock { objects in
+        let size = pageSize.withLock { $0 }
+        let keys = objects.withLock { objects in
             objects.keys.filter { key in key.hasPrefix(prefix) && !hidden.contains(key) && startAfter.map { key > $0 } ?? true }.sorted()
         }
+        return (Array(keys.prefix(size)), keys.count > size)
     }
 
     func delete(_ key: String) async throws {

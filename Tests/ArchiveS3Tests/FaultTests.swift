@@ -39,6 +39,17 @@ import Testing
         }
     }
 
+    @Test func test_conditionalPutRefusedAtItsFirstTryIsOneRequest() async throws {
+        try await withProxiedBucket { client, proxy in
+            try await client.put("marker", Data("marker".utf8), condition: .ifNoneMatch)
+            let before = proxy.counts.requests
+            // A refusal of the first try is one (no earlier try can have landed): no read-back,
+            // even of the same bytes.
+            await #expect(throws: S3Error.self) { try await client.put("marker", Data("marker".utf8), condition: .ifNoneMatch) }
+            #expect(proxy.counts.requests - before == 1)
+        }
+    }
+
     @Test func test_probeRefusesServerThatIgnoresConditionalWrites() async throws {
         try await withProxiedBucket { client, proxy in
             proxy.stripConditionalHeaders = true

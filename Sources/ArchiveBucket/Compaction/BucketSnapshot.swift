@@ -148,7 +148,7 @@ extension BucketLog {
         let names = try await storage.keys(under: layout.logs, after: nil).compactMap(layout.segmentName)
         for (replica, segments) in Dictionary(grouping: names, by: \.replica) {
             let older = segments.filter { segment in positions[replica].map { segment.key > $0.key } ?? true }.sorted { $0.key < $1.key }.dropLast()
-            if !older.isEmpty { _ = try await fold(Array(older), of: replica, from: positions[replica]) }
+            if !older.isEmpty { _ = try await fold(Array(older), of: replica, from: positions[replica], pushed: []) }
         }
     }
 }

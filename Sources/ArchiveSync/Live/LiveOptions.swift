@@ -22,6 +22,9 @@ public struct LiveOptions: Sendable {
     public var reconnectDelay: Duration
     /// Default 60 s.
     public var maximumReconnectDelay: Duration
+    /// How often a peer that cannot say it changed (a bucket) is asked, while nothing else
+    /// happens: one request (a listing) when nothing is new. Default 2 s.
+    public var poll: Duration = .seconds(2)
 
     public init(
         sync: SyncOptions = SyncOptions(), create: Bool = false, debounce: Duration = .milliseconds(20),

@@ -40,6 +40,12 @@ public final class LiveSession: Sendable {
         self.init(sides: (LiveSide(.a, location: .directory(store.path), store: store), LiveSide(.b, location: peer)), options: options)
     }
 
+    /// A session between a store this process has opened and a peer that is polled (a
+    /// bucket: ArchiveBucket's `BucketReplicas.liveSession`).
+    package convenience init(_ store: ArchiveStore, polled peer: any PolledPeer, options: LiveOptions = LiveOptions()) {
+        self.init(sides: (LiveSide(.a, location: .directory(store.path), store: store), LiveSide(.b, polled: peer, for: store)), options: options)
+    }
+
     private init(sides: (a: LiveSide, b: LiveSide), options: LiveOptions) {
         self.sides = sides
         self.options = options
@@ -117,6 +123,9 @@ public final class LiveSession: Sendable {
         // next one runs after this delay even if no change wakes it, doubling while skips go on.
         var retrySkipped: ContinuousClock.Instant?
         var skipDelay = Duration.milliseconds(100)
+        // A polled peer is asked after this much quiet (a cycle reads it too).
+        let polls = sides.b.isPolled
+        var nextPoll: ContinuousClock.Instant?
 
         /// Gives the far side(s) up and schedules the next attempt.
         func lose(_ why: String) {
@@ -155,7 +164,7 @@ public final class LiveSession: Sendable {
             if !fullDue {
                 var seen = signals.sequences
                 var retryDue = false
-                let deadline = [nextFull, retrySkipped].compactMap { $0 }.min()
+                let deadline = [nextFull, retrySkipped, nextPoll].compactMap { $0 }.min()
                 switch signals.wait(debounce: options.debounce, deadline: deadline) {
                 case .stop: return
                 case .lost(_, let why):
@@ -164,6 +173,12 @@ public final class LiveSession: Sendable {
                 case .deadline:
                     fullDue = nextFull.map { clock.now >= $0 } ?? false
                     if let retry = retrySkipped, clock.now >= retry { retryDue = true }
+                    if !fullDue && !retryDue, let poll = nextPoll, clock.now >= poll {
+                        nextPoll = clock.now + options.poll
+                        // News moves the peer's sequence: the next wake is a cycle, after the debounce.
+                        do { try sides.b.poll(signals: signals) } catch { lose("\(error)") }
+                        continue
+                    }
                 case .changes(let sequences): seen = sequences
                 }
                 if let failure = sides.a.watchFailure ?? sides.b.watchFailure {
@@ -202,6 +217,7 @@ public final class LiveSession: Sendable {
                     skipDelay = min(skipDelay * 2, .seconds(30))
                 }
                 fullDue = false
+                if polls { nextPoll = clock.now + options.poll }
                 emit(.cycle(cycle))
                 let behind = Self.behind(signals.sequences, checkpoints)
                 status.update {
@@ -241,6 +257,8 @@ public final class LiveSession: Sendable {
             return
                 "\(error); syncing with this peer stopped and nothing was deleted (run a one-shot `sync`, with --force if it is meant, then start again)"
         case ArchiveError.notAStore:
+            return "\(error); syncing with this peer stopped"
+        case let error as any LiveStoppingError where error.stopsLiveSession:
             return "\(error); syncing with this peer stopped"
         case SyncError.remote(let message) where message.contains("is not a usable store"):
             return "\(message); syncing with this peer stopped"

@@ -7,25 +7,39 @@ import Foundation
 /// after each loss.
 final class LiveSide: @unchecked Sendable {
     let side: SyncSide
-    let location: StoreLocation
+    /// The store's location; nil for a polled peer.
+    let location: StoreLocation?
     let name: String
     private(set) var replica: (any SyncReplica)?
     private var source: LocalChangeSource?
-    /// A store here that the caller opened (shared by several sessions of a hub).
+    /// A store here that the caller opened (shared by several sessions of a hub), or the
+    /// store a polled peer syncs with.
     private let opened: ArchiveStore?
+    private let polled: (any PolledPeer)?
 
     init(_ side: SyncSide, location: StoreLocation, store: ArchiveStore? = nil) {
         self.side = side
         self.location = location
         self.opened = store
+        polled = nil
         switch location {
         case .directory(let path): name = store?.path ?? path
         case .remote(let far): name = "\(far.host):\(far.path)"
         }
     }
 
-    var isRemote: Bool { if case .remote = location { true } else { false } }
-    var store: ArchiveStore? { (replica as? LocalReplica)?.store ?? opened }
+    /// A polled peer (a bucket) that `store`, the other side, syncs with.
+    init(_ side: SyncSide, polled: any PolledPeer, for store: ArchiveStore) {
+        self.side = side
+        location = nil
+        opened = store
+        self.polled = polled
+        name = polled.name
+    }
+
+    /// A far store or a polled peer: reached by ``connect(peer:options:signals:)``, lost and retried.
+    var isRemote: Bool { if case .directory = location { false } else { true } }
+    var store: ArchiveStore? { polled == nil ? (replica as? LocalReplica)?.store ?? opened : nil }
 
     /// Opens and watches a store here; a far store is reached by ``connect(peer:options:signals:)``.
     func open(options: LiveOptions, signals: LiveSignals) throws {
@@ -41,6 +55,11 @@ final class LiveSide: @unchecked Sendable {
     /// Connects to a far store: starts `serve --stdio` there, shakes hands and asks it to
     /// watch. Nothing for a store here.
     func connect(peer: ReplicaID?, options: LiveOptions, signals: LiveSignals) throws {
+        if let polled, let store = opened {
+            _ = signals.connecting(side)
+            replica = try polled.connect(for: store)
+            return
+        }
         guard case .remote(var far) = location else { return }
         // ssh's own keepalive and connect timeout follow the session's, in ssh's whole seconds:
         // a far host that does not answer at all fails an attempt as soon as a silent link is
@@ -65,10 +84,24 @@ final class LiveSide: @unchecked Sendable {
 
     /// Drops the connection to a far store (nothing for a store here).
     func disconnect() {
-        guard let remote = replica as? RemoteReplica else { return }
-        remote.close()
+        if let remote = replica as? RemoteReplica {
+            remote.close()
+        } else if let polled = replica as? any PolledReplica {
+            polled.disconnect()
+        } else {
+            return
+        }
         replica = nil
     }
+
+    /// Asks a polled peer for news and posts its change sequence; nothing for a store.
+    /// - Throws: the request's error: the peer is then given up and connected again.
+    func poll(signals: LiveSignals) throws {
+        guard let polled = replica as? any PolledReplica else { return }
+        signals.changed(side, sequence: try polled.poll())
+    }
+
+    var isPolled: Bool { polled != nil }
 
     /// Ends everything: the connection, the watcher or follower.
     func close() {

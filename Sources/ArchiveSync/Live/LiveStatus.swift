@@ -55,7 +55,7 @@ final class LiveStatusBoard: Sendable {
         }
         let name = "\(getpid())-\(number).json"
         files = sides.compactMap { side in
-            guard case .directory(let path) = side.location else { return nil }
+            guard case .directory(let path)? = side.location else { return nil }
             return (Self.directory(of: side.store?.path ?? path) as NSString).appendingPathComponent(name)
         }
         state = TracedMutex(
