@@ -183,7 +183,7 @@ import Testing
                     for n in 0..<40 { _ = try a.put(Data("{\"v\":\"\(round) \(n)\"}".utf8), as: try ObjectID(collection: "Person", key: "p\(n)")) }
                 }
                 _ = try await sync(a, with: client, prefix: "replica")
-                let delay = UInt32(Int.random(in: 20...400, using: &rng))
+                let delay = UInt32(Int.random(in: 10...250, using: &rng))
                 let status = try await offPool {
                     let command = try RunningCommand(environment + [archiveSyncProgram, "compact", url, "--grace", "0s"], executable: "/usr/bin/env")
                     usleep(delay * 1_000)
@@ -192,7 +192,7 @@ import Testing
                 }
                 if status == 128 + SIGKILL { killed += 1 }
             }
-            #expect(killed >= 3, "only \(killed) of 5 runs were killed before they finished")
+            #expect(killed >= 2, "only \(killed) of 5 runs were killed before they finished")
             // The killed holder's lease names a process of this host that is gone: taken over at once.
             let last = try await runArchiveSyncOffPool(["compact", url, "--grace", "0s"], environment: environment)
             #expect(last.status == 0, "\(last)")
