@@ -196,6 +196,7 @@ import Testing
             // The killed holder's lease names a process of this host that is gone: taken over at once.
             let last = try await runArchiveSyncOffPool(["compact", url, "--grace", "0s"], environment: environment)
             #expect(last.status == 0, "\(last)")
+            #expect(last.output.contains("; deleted ") && last.output.contains("; marked "), "\(last)")
             let b = try ArchiveStore(directory: dir + "/b")
             _ = try await sync(b, with: client, prefix: "replica")
             #expect(try b.liveContents() == a.liveContents())
