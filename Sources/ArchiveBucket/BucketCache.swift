@@ -274,7 +274,12 @@ package final class BucketCache: Sendable {
     }
 
     package func setCheckpoint(for peer: ReplicaID, to sequence: Int) throws {
-        try db.withLock { try $0.run("INSERT OR REPLACE INTO peers(replica, seq) VALUES(?, ?)", [.text(peer.rawValue), .integer(Int64(sequence))]) }
+        try db.withLock { sql in
+            // A no-op sync moves nothing: no commit, so no flush of the cache's journal.
+            let known = try sql.first("SELECT seq FROM peers WHERE replica = ?", [.text(peer.rawValue)]) { Int($0.int(0)) }
+            guard known != sequence else { return }
+            try sql.run("INSERT OR REPLACE INTO peers(replica, seq) VALUES(?, ?)", [.text(peer.rawValue), .integer(Int64(sequence))])
+        }
     }
 }
 
