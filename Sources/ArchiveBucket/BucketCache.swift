@@ -12,7 +12,7 @@ import Foundation
 /// it keeps how far it has read. Folding is order-free: whatever order the segments are read
 /// in, the same versions give the same view, on every host.
 package final class BucketCache: Sendable {
-    private let db: TracedMutex<SQLiteConnection>
+    let db: TracedMutex<SQLiteConnection>
 
     /// Opens (or makes) the cache at `path` for the bucket replica `replica`. A cache made for
     /// another replica (the prefix was made anew) is emptied: its fold is of another bucket.
@@ -48,6 +48,7 @@ package final class BucketCache: Sendable {
             collection TEXT NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL, vector TEXT NOT NULL, hash BLOB,
             size INTEGER NOT NULL, modified INTEGER NOT NULL, author TEXT NOT NULL);
         CREATE INDEX IF NOT EXISTS versions_id ON versions(collection, key);
+        CREATE INDEX IF NOT EXISTS versions_hash ON versions(hash);
         CREATE TABLE IF NOT EXISTS view(
             collection TEXT NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL, vector TEXT NOT NULL, hash BLOB,
             size INTEGER NOT NULL, modified INTEGER NOT NULL, author TEXT NOT NULL, seq INTEGER NOT NULL,
@@ -63,7 +64,7 @@ package final class BucketCache: Sendable {
         try db.withLock { try Self.sequence($0) }
     }
 
-    private static func sequence(_ sql: SQLiteConnection) throws -> Int {
+    static func sequence(_ sql: SQLiteConnection) throws -> Int {
         try sql.first("SELECT value FROM meta WHERE name = 'sequence'") { Int($0.text(0)) ?? 0 } ?? 0
     }
 
@@ -101,41 +102,55 @@ package final class BucketCache: Sendable {
     package func fold(_ entries: [BucketEntry], log: (replica: ReplicaID, position: LogPosition)?, pushed: String? = nil) throws -> (
         change: Int?, other: Int?
     ) {
+        try transaction { sql in
+            let folded = try Self.fold(entries, sql)
+            if let log {
+                try sql.run(
+                    "INSERT OR REPLACE INTO logs(replica, last, key) VALUES(?, ?, ?)",
+                    [.text(log.replica.rawValue), .integer(Int64(log.position.last)), .text(log.position.key)])
+                if let pushed {
+                    try sql.run("INSERT OR IGNORE INTO pushed(key) VALUES(?)", [.text(pushed)])
+                } else {
+                    let key = log.position.key
+                    let directory = String(key[...(key.lastIndex(of: "/") ?? key.startIndex)])
+                    try sql.run("DELETE FROM pushed WHERE key > ? AND key <= ?", [.text(directory), .text(key)])
+                }
+            }
+            return folded
+        }
+    }
+
+    /// `body` in one write transaction, rolled back if it throws.
+    func transaction<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
         try db.withLock { sql in
             try sql.execute("BEGIN IMMEDIATE")
             do {
-                let start = try Self.sequence(sql)
-                var sequence = start
-                var firstOther: Int?
-                for entry in entries {
-                    if let hash = entry.hash { try sql.run("INSERT OR IGNORE INTO blobs(hash) VALUES(?)", [.blob(hash.bytes)]) }
-                    guard let shown = try Self.add(entry, sql) else { continue }
-                    let current = try Self.viewRow(entry.id, sql)
-                    guard current?.entry != shown else { continue }
-                    sequence += 1
-                    try Self.write(shown, sequence: sequence, sql)
-                    if shown != entry && firstOther == nil { firstOther = sequence }
-                }
-                try sql.run("INSERT OR REPLACE INTO meta(name, value) VALUES('sequence', ?)", [.text(String(sequence))])
-                if let log {
-                    try sql.run(
-                        "INSERT OR REPLACE INTO logs(replica, last, key) VALUES(?, ?, ?)",
-                        [.text(log.replica.rawValue), .integer(Int64(log.position.last)), .text(log.position.key)])
-                    if let pushed {
-                        try sql.run("INSERT OR IGNORE INTO pushed(key) VALUES(?)", [.text(pushed)])
-                    } else {
-                        let key = log.position.key
-                        let directory = String(key[...(key.lastIndex(of: "/") ?? key.startIndex)])
-                        try sql.run("DELETE FROM pushed WHERE key > ? AND key <= ?", [.text(directory), .text(key)])
-                    }
-                }
+                let result = try body(sql)
                 try sql.execute("COMMIT")
-                return (sequence > start ? start + 1 : nil, firstOther)
+                return result
             } catch {
                 try? sql.execute("ROLLBACK")
                 throw error
             }
         }
+    }
+
+    /// Folds `entries` into the view inside a transaction (see ``fold(_:log:pushed:)``).
+    static func fold(_ entries: [BucketEntry], _ sql: SQLiteConnection) throws -> (change: Int?, other: Int?) {
+        let start = try Self.sequence(sql)
+        var sequence = start
+        var firstOther: Int?
+        for entry in entries {
+            if let hash = entry.hash { try sql.run("INSERT OR IGNORE INTO blobs(hash) VALUES(?)", [.blob(hash.bytes)]) }
+            guard let shown = try Self.add(entry, sql) else { continue }
+            let current = try Self.viewRow(entry.id, sql)
+            guard current?.entry != shown else { continue }
+            sequence += 1
+            try Self.write(shown, sequence: sequence, sql)
+            if shown != entry && firstOther == nil { firstOther = sequence }
+        }
+        try sql.run("INSERT OR REPLACE INTO meta(name, value) VALUES('sequence', ?)", [.text(String(sequence))])
+        return (sequence > start ? start + 1 : nil, firstOther)
     }
 
     /// Adds `entry` to its object's antichain. Returns the version the view shows for the
@@ -178,7 +193,7 @@ package final class BucketCache: Sendable {
         return a.vector.description < b.vector.description
     }
 
-    private static let columns = "collection, key, kind, vector, hash, size, modified, author"
+    static let columns = "collection, key, kind, vector, hash, size, modified, author"
 
     private static func bindings(_ entry: BucketEntry) -> [SQLValue] {
         [
@@ -188,7 +203,7 @@ package final class BucketCache: Sendable {
         ]
     }
 
-    private static func entry(from row: SQLiteRow, at start: Int32) throws -> BucketEntry {
+    static func entry(from row: SQLiteRow, at start: Int32) throws -> BucketEntry {
         let collection = row.text(start)
         let key = row.text(start + 1)
         guard let vector = VersionVector(parsing: row.text(start + 3)) else {
@@ -244,10 +259,12 @@ package final class BucketCache: Sendable {
         try db.withLock { try $0.first("SELECT count(*) FROM view WHERE hash IS NOT NULL") { Int($0.int(0)) } ?? 0 }
     }
 
-    /// The hashes among `hashes` whose blobs are known to be in the bucket.
+    /// The hashes among `hashes` whose blobs are known to be in the bucket: those a version of
+    /// the fold references. A blob only older versions referenced may have been deleted by a
+    /// compaction (docs/bucket.md), so a push writes it again.
     package func knownBlobs(_ hashes: [ContentHash]) throws -> Set<ContentHash> {
         try db.withLock { sql in
-            Set(try hashes.filter { try sql.first("SELECT 1 FROM blobs WHERE hash = ?", [.blob($0.bytes)]) { _ in true } ?? false })
+            Set(try hashes.filter { try sql.first("SELECT 1 FROM versions WHERE hash = ?", [.blob($0.bytes)]) { _ in true } ?? false })
         }
     }
 

@@ -30,7 +30,7 @@ package struct BucketLayout: Sendable, Hashable {
         log(replica) + Self.padded(first) + "-" + Self.padded(last)
     }
 
-    private static func padded(_ number: Int) -> String {
+    static func padded(_ number: Int) -> String {
         let digits = String(number)
         return String(repeating: "0", count: max(0, 16 - digits.count)) + digits
     }
@@ -190,7 +190,7 @@ package struct Segment: Codable, Sendable {
     }
 }
 
-private let sortedEncoder: JSONEncoder = {
+let sortedEncoder: JSONEncoder = {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     return encoder

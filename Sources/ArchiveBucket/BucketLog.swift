@@ -20,9 +20,21 @@ package struct BucketLog: Sendable {
     /// request. It starts at the beginning of `log/` (a new log may sort before every known
     /// one, and start-after the lowest position would miss it), and each next page starts past
     /// its last log's position, so a log's old segments cost at most one page of it.
+    ///
+    /// A log with a gap (segments a compaction deleted, or a listing lagging behind a write)
+    /// sends the reader to the newest snapshot it has not read, and the logs it moved are
+    /// listed once more after it.
     /// - Returns: whether the view changed.
     @discardableResult
     package func catchUp() async throws -> Bool {
+        let (changed, gap) = try await catchUpLogs()
+        guard gap, try await foldNewestSnapshot() else { return changed }
+        _ = try await catchUpLogs()
+        return true
+    }
+
+    /// One pass of ``catchUp()``: whether the view changed, and whether some log stopped at a gap.
+    private func catchUpLogs() async throws -> (changed: Bool, gap: Bool) {
         let positions = try cache.logPositions()
         let pushed = try cache.pushedKeys()
         var found: [ReplicaID: [SegmentName]] = [:]
@@ -36,11 +48,13 @@ package struct BucketLog: Sendable {
             let position = layout.segmentName(last).flatMap { positions[$0.replica]?.key } ?? ""
             after = max(last, position)
         }
-        var changed = false
+        var (changed, gap) = (false, false)
         for (replica, names) in found.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            if try await fold(names, of: replica, from: positions[replica], pushed: pushed) != nil { changed = true }
+            let folded = try await fold(names, of: replica, from: positions[replica], pushed: pushed)
+            changed = changed || folded.change != nil
+            gap = gap || folded.gap
         }
-        return changed
+        return (changed, gap)
     }
 
     /// Reads and folds `replica`'s new segments in order, as far as they are contiguous.
@@ -50,16 +64,23 @@ package struct BucketLog: Sendable {
     /// sync picks up from the same place. A segment that overlaps what was read came from a
     /// push that lost a race for its number (its entries are pushed again after): its entries
     /// are folded all the same, as a version is news once whatever log it comes through.
-    /// - Returns: the first change sequence the folds gave the view; nil when they changed nothing.
+    /// - Returns: the first change sequence the folds gave the view (nil when they changed
+    ///   nothing), and whether reading stopped at a gap. A segment listed and then gone was
+    ///   deleted by a compaction: a gap too.
     ///
     /// Segments this cache pushed itself (`pushed`) are passed without being read: their
     /// entries are folded already.
-    @discardableResult
-    private func fold(_ names: [SegmentName], of replica: ReplicaID, from position: LogPosition?, pushed: Set<String>) async throws -> Int? {
+    func fold(_ names: [SegmentName], of replica: ReplicaID, from position: LogPosition?, pushed: Set<String>) async throws -> (
+        change: Int?, gap: Bool
+    ) {
         var last = position?.last ?? 0
         var contiguous: [SegmentName] = []
+        var gap = false
         for name in names.sorted(by: { $0.key < $1.key }) {
-            if name.first > last + 1 { break }
+            if name.first > last + 1 {
+                gap = true
+                break
+            }
             contiguous.append(name)
             last = max(last, name.last)
         }
@@ -69,27 +90,27 @@ package struct BucketLog: Sendable {
         // segments, and a sync cut short keeps what it folded.
         for start in stride(from: 0, to: contiguous.count, by: 8) {
             let batch = Array(contiguous[start..<min(start + 8, contiguous.count)])
-            let segments = try await concurrentMap(batch) { [storage] name -> Segment? in
-                guard !pushed.contains(name.key) else { return nil }
-                guard let data = try await storage.read(name.key) else {
-                    throw BucketError.malformed(key: name.key, reason: "the listing showed it, and then it was gone (a log segment is never deleted)")
-                }
-                return try Segment.decode(data, name: name)
+            // nil for a segment passed unread; `gone` for one deleted since the listing.
+            let segments = try await concurrentMap(batch) { [storage] name -> (segment: Segment?, gone: Bool) in
+                guard !pushed.contains(name.key) else { return (nil, false) }
+                guard let data = try await storage.read(name.key) else { return (nil, true) }
+                return (try Segment.decode(data, name: name), false)
             }
-            for (name, segment) in zip(batch, segments) {
+            for (name, read) in zip(batch, segments) {
+                if read.gone { return (firstChange, true) }
                 last = max(last, name.last)
-                let change = try cache.fold(segment?.entries ?? [], log: (replica, LogPosition(last: last, key: name.key))).change
+                let change = try cache.fold(read.segment?.entries ?? [], log: (replica, LogPosition(last: last, key: name.key))).change
                 firstChange = firstChange ?? change
             }
         }
-        return firstChange
+        return (firstChange, gap)
     }
 
     /// Reads `replica`'s own log past the cache's position (after a lost race).
     private func catchUp(_ replica: ReplicaID) async throws -> Int? {
         let position = try cache.logPositions()[replica]
         let names = try await storage.keys(under: layout.log(replica), after: position?.key).compactMap(layout.segmentName)
-        return try await fold(names, of: replica, from: position, pushed: try cache.pushedKeys())
+        return try await fold(names, of: replica, from: position, pushed: try cache.pushedKeys()).change
     }
 
     /// Appends `entries` to `replica`'s log as its next segment, once every blob they name is

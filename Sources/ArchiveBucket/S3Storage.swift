@@ -66,7 +66,7 @@ public enum BucketReplicas {
     }
 
     /// `body` with a client of `configuration`, shut down after it whatever happens.
-    private static func withClient<T: Sendable>(_ configuration: S3Configuration, _ body: (S3Client) async throws -> T) async throws -> T {
+    static func withClient<T: Sendable>(_ configuration: S3Configuration, _ body: (S3Client) async throws -> T) async throws -> T {
         let client = S3Client(configuration)
         do {
             let result = try await body(client)

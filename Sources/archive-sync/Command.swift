@@ -18,7 +18,7 @@ struct ArchiveSyncCommand: ParsableCommand {
         subcommands: [
             Init.self, Put.self, Get.self, List.self, Remove.self, History.self, Restore.self, Scan.self, Verify.self, Status.self, Repair.self,
             Watch.self,
-            Diff.self, SyncCommand.self, Conflicts.self, Resolve.self, Serve.self, Dump.self, Import.self,
+            Diff.self, SyncCommand.self, Conflicts.self, Resolve.self, Serve.self, Dump.self, Import.self, Compact.self,
         ]
     )
 

@@ -12,7 +12,7 @@ final class MemoryBucket: BucketStorage {
     /// Keys that exist but that listings do not show yet.
     let hidden = TracedMutex<Set<String>>([])
 
-    private func count(_ kind: String) { requests.withLock { $0[kind, default: 0] += 1 } }
+    func count(_ kind: String) { requests.withLock { $0[kind, default: 0] += 1 } }
 
     func write(_ key: String, _ data: Data, ifAbsent: Bool) async throws -> Bool {
         count("PUT")
@@ -96,5 +96,22 @@ extension ArchiveStore {
         var result: [ObjectID: Data] = [:]
         for entry in try replicaEntries(after: nil, limit: .max) where !entry.isDeleted { result[entry.id] = try data(for: entry.id) }
         return result
+    }
+}
+
+/// ETags as S3 gives them for a plain PUT: the MD5 of the bytes, here their SHA-256.
+extension MemoryBucket: ConditionalStorage {
+    func readTagged(_ key: String) async throws -> (data: Data, etag: String)? {
+        count("GET")
+        return objects.withLock { $0[key] }.map { ($0, ContentHash(of: $0).description) }
+    }
+
+    func write(_ key: String, _ data: Data, ifMatch etag: String?) async throws -> String? {
+        count("PUT")
+        return objects.withLock { objects in
+            guard objects[key].map({ ContentHash(of: $0).description }) == etag else { return nil }
+            objects[key] = data
+            return ContentHash(of: data).description
+        }
     }
 }
