@@ -327,12 +327,32 @@ public final class ArchiveStore: Sendable {
                 throw ArchiveError.damagedRecord(id, file: file, problem: problem)
             }
             let relative = FileName.encode(id.collection).appendingComponent(file)
-            guard let data = try FileSystem.readFile(relative, in: root, path: self.path.appendingComponent(relative)) else { return nil }
-            return (data, file)
+            let read = { try FileSystem.readFile(relative, in: self.root, path: self.path.appendingComponent(relative)) }
+            if let data = try read() { return (data, file) }
+            if let data = try committedContents(of: id, file: file) { return (data, file) }
+            // The rename may have landed and its intent settled since the first read.
+            return try read().map { ($0, file) }
         } catch let error as SystemCallError where error.errno == ENOTDIR {
             return nil
         } catch {
             throw ArchiveError.wrap(error)
+        }
+    }
+
+    /// The bytes of a write whose manifest commit has landed but whose file is not in place yet.
+    /// A save commits before it renames its file (one flush per save, Writes+Commit.swift), so a
+    /// reader in another process or thread can find the manifest naming a file not there yet; its
+    /// committed intent says so, and the manifest holds the bytes. Nil for any other missing file
+    /// (another program deleted it: the next scan records that).
+    private func committedContents(of id: ObjectID, file: String) throws -> Data? {
+        try manifest.read { tx in
+            let pending = try tx.intents().contains { intent in
+                intent.isCommitted && intent.entries?.contains { $0.collection == id.collection && $0.key == id.key && $0.file == file } == true
+            }
+            guard pending, let record = try tx.object(id), !record.isDeleted, let hash = record.hash,
+                let data = try tx.content(of: id, version: record.version), ContentHash(of: data) == hash
+            else { return nil }
+            return data
         }
     }
 

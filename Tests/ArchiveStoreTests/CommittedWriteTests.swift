@@ -71,6 +71,23 @@ import Testing
         }
     }
 
+    /// Between a save's commit and its rename, another reader finds the manifest naming a file
+    /// not there yet: it reads the committed bytes, not "does not exist" beside a listed key.
+    @Test func aReaderBetweenTheCommitAndTheRenameGetsTheCommittedBytes() throws {
+        try withStore { store, path throws in
+            holdSettles(store)
+            try store.save(Person(name: "new", age: 1), forKey: "new")
+            try FileManager.default.removeItem(atPath: path + "/Person/new.json")
+            let reader = try ArchiveStore(directory: path)
+            #expect(try reader.keys(of: Person.self) == ["new"])
+            #expect(try reader.load(Person.self, forKey: "new") == Person(name: "new", age: 1))
+            #expect(try reader.data(for: ObjectID(collection: "Person", key: "new")) == ArchiveCodec.json.encode(Person(name: "new", age: 1)))
+            // Once settled, a missing file is another program's delete, as before.
+            try store.settleCommittedWrites()
+            #expect(try reader.load(Person.self, forKey: "new") == nil)
+        }
+    }
+
     @Test func settlingDropsTheCommittedIntents() throws {
         try withStore { store, path throws in
             holdSettles(store)
