@@ -9,8 +9,9 @@ import Foundation
 /// Workload 1: `count` durable single saves, `store.save(model, forKey:)` in a loop, against
 /// Foundation's atomic write of each object; and, in the same rounds, the C-level floor of
 /// each durability order, with no encoding: write+fsync+rename (Foundation's); write+rename
-/// unflushed then one `fdatasync` of a page appended to one file (the store's: its file put in
-/// place, one commit of SQLite's WAL); and that append+fdatasync alone.
+/// unflushed then one `fdatasync` of a page appended to one file (the store's: its file written
+/// in a staging directory and renamed into its collection's, as the store does, and one commit
+/// of SQLite's WAL); and that append+fdatasync alone.
 ///
 /// The five alternate in 10 rounds of count/10 objects each, in a rotating order, so that a
 /// slow spell of the shared machine's disk hits all of them alike.
@@ -19,7 +20,11 @@ func singleSaves(_ options: BenchOptions) throws -> [String] {
     let store = try ArchiveStore(directory: try scratch.sub("store"))
     let baseline = FoundationBaseline(directory: try scratch.sub("baseline"))
     let oneSync = try RawDirectory(try scratch.sub("raw-one-fsync"))
-    let unflushed = try RawDirectory(try scratch.sub("raw-unflushed"))
+    // The store's layout: staged in `.archive-sync/staging`, renamed into the collection's
+    // directory. ext4 takes a new file's inode from its directory's block group, whose
+    // recently freed inodes it skips one by one: where the file is made costs as much as the
+    // flush on this machine, so the floor makes it where the store does.
+    let unflushed = try RawDirectory(try scratch.sub("raw-unflushed/Person"), staging: try scratch.sub("raw-unflushed/.archive-sync/staging"))
     let log = try AppendedLog(try scratch.sub("raw-log") + "/log")
     defer {
         oneSync.close()
@@ -87,26 +92,34 @@ private struct AppendedLog {
 /// A directory written with plain system calls.
 private struct RawDirectory {
     let fd: Int32
+    /// Where temp files are made: `fd` itself, or a staging directory.
+    let tempFD: Int32
     let path: String
 
-    init(_ path: String) throws {
+    /// `staging`: the directory to make temp files in, when not `path`.
+    init(_ path: String, staging: String? = nil) throws {
         self.path = path
         fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if fd < 0 { throw BenchError("open \(path): \(String(cString: strerror(errno)))") }
+        tempFD = staging.map { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) } ?? fd
+        if tempFD < 0 { throw BenchError("open \(staging ?? path): \(String(cString: strerror(errno)))") }
     }
 
-    func close() { _ = Glibc.close(fd) }
+    func close() {
+        if tempFD != fd { _ = Glibc.close(tempFD) }
+        _ = Glibc.close(fd)
+    }
 
     /// Writes a temp file, `fsync`s it when asked (Foundation's `.atomic`) and renames it to `name`.
     func write(_ bytes: [UInt8], as name: String, sync: Bool) throws {
         let temp = ".tmp." + name
-        let file = openat(fd, temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        let file = openat(tempFD, temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         try check(file >= 0, "open", temp)
         let written = bytes.withUnsafeBytes { Glibc.write(file, $0.baseAddress, $0.count) }
         try check(written == bytes.count, "write", temp)
         if sync { try check(fsync(file) == 0, "fsync", temp) }
         _ = Glibc.close(file)
-        try check(renameat(fd, temp, fd, name) == 0, "rename", name)
+        try check(renameat(tempFD, temp, fd, name) == 0, "rename", name)
     }
 
     private func check(_ ok: Bool, _ call: String, _ name: String) throws {
