@@ -45,6 +45,17 @@ final class SyncBench {
         return result.seconds
     }
 
+    /// Benchmarks/tools/no-flush.c built in the run's directory, for workload 1's floor; nil
+    /// when there is no C compiler.
+    private func noFlushLibrary() throws -> String? {
+        guard let cc = findOnPath("cc") else { return nil }
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("tools/no-flush.c").path
+        let library = scratch.path + "/no-flush.so"
+        _ = try timed("cc", cc, ["-O2", "-shared", "-fPIC", "-o", library, source])
+        return library
+    }
+
     func run() throws {
         let n = options.count
         print(runHeading("sync-bench", quick: options.quick, directory: options.directory))
@@ -67,6 +78,8 @@ final class SyncBench {
         var theirs: [Double] = []
         var anchor: [Double] = []
         var flushed: [Double] = []
+        var floor: [Double] = []
+        let noFlush = options.only.contains(1) ? try noFlushLibrary() : nil
         var b = ""
         var rsyncCopy = ""
         for round in 0..<max(1, min(options.runs, 2)) {
@@ -90,6 +103,18 @@ final class SyncBench {
                             "rsync + sync -f", "/bin/sh", ["-c", "\"$0\" -a \"$1\" \"$2\" && sync -f \"$2\"", self.rsync, source, syncedCopy]))
                 }
             }
+            if let noFlush {
+                // The floor of a write path that flushes once: the same sync with every flush
+                // a no-op, then one `sync -f` of its target.
+                let floorTarget = scratch.path + "/floor\(round)"
+                _ = try runCapturing(cli, ["init", floorTarget])
+                steps.append {
+                    floor.append(
+                        try self.timed(
+                            "no-flush sync + sync -f", "/bin/sh",
+                            ["-c", "LD_PRELOAD=\"$0\" \"$1\" sync \"$2\" \"$3\" && sync -f \"$3\"", noFlush, self.cli, a, floorTarget]))
+                }
+            }
             if durableRsync {
                 let flushedCopy = try scratch.sub("rsync-fsync\(round)") + "/"
                 steps.append { flushed.append(try self.timed("rsync --fsync", self.rsync, ["-a", "--fsync", source, flushedCopy])) }
@@ -105,6 +130,13 @@ final class SyncBench {
             print(
                 "   beside it, rsync -a (no flush): \(secondsText(median(theirs))); the first sync takes \(ratio(median(ours) / median(theirs))) of it"
             )
+            if noFlush != nil {
+                print(
+                    "   floor (the same sync with no flush, then sync -f): \(secondsText(median(floor))); the first sync takes \(ratio(median(ours) / median(floor))) of it (target <= 1.10x \(verdict(median(ours) <= 1.1 * median(floor)))), the floor \(ratio(median(floor) / median(anchor))) of rsync -a + sync -f"
+                )
+            } else {
+                print("   (no C compiler to build tools/no-flush.c: the floor is left out)")
+            }
             if durableRsync {
                 print(
                     "   rsync -a --fsync (each file flushed): \(secondsText(median(flushed))); the first sync takes \(ratio(median(ours) / median(flushed))) of it"

@@ -7,14 +7,6 @@ import Foundation
 // What a conditional write (``ArchiveStore/applyConditional(_:then:)``) checks before it goes
 // ahead: in the manifest under the write lock, and on disk just before its rename.
 
-extension ManifestTransaction {
-    /// The hash of `id`'s live contents; nil when it has no row or a tombstone.
-    func liveHash(_ id: ObjectID) throws -> ContentHash? {
-        guard let row = try object(id), !row.isDeleted else { return nil }
-        return row.hash
-    }
-}
-
 /// What an object must hold for a conditional write to go ahead: these live contents, or
 /// (nil) no live object.
 struct WriteCondition: Sendable {
@@ -33,10 +25,11 @@ enum DiskExpectation: Sendable {
 
 extension ArchiveStore {
     /// What a conditional write expects on disk, when the manifest still holds what its
-    /// condition names; nil when it does not (the write is skipped). Called under the write lock.
-    func diskExpectation(of write: PendingWrite, directoryExists: Bool, tx: ManifestTransaction) throws -> DiskExpectation? {
+    /// condition names; nil when it does not (the write is skipped). `record` is its object's
+    /// row, read under the write lock.
+    func diskExpectation(of write: PendingWrite, record: ObjectRecord?, directoryExists: Bool) -> DiskExpectation? {
         guard let condition = write.condition else { return nil }
-        let live = try tx.object(write.id).flatMap { $0.isDeleted ? nil : $0 }
+        let live = record.flatMap { $0.isDeleted ? nil : $0 }
         guard live?.hash == condition.liveHash else { return nil }
         if let live { return directoryExists ? .holds(file: live.file, stamp: live.stamp, hash: live.hash) : nil }
         return .absent(write.file)

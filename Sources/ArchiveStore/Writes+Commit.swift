@@ -78,26 +78,47 @@ extension ArchiveStore {
     /// - Returns: each object's version afterwards, in the order of `requested`.
     @discardableResult
     func apply(_ requested: [PendingWrite]) throws -> [Int] {
-        guard !requested.isEmpty else { return [] }
-        try refuseIfReadOnly()
-        try requireRecovered()
-        do {
-            let ticket = CommitTicket(try stage(requested))
+        try withStaged(requested) { staged in
+            let ticket = CommitTicket(staged)
             return try commitQueue.submit(ticket) { group in
                 let all = group.flatMap(\.writes)
                 if group.count > 1, let versions = try? commitStaged(all) {
                     var start = 0
                     for ticket in group {
-                        ticket.outcome = .success(Array(versions[start..<start + ticket.writes.count]))
+                        ticket.outcome = .success(versions[start..<start + ticket.writes.count].map { $0 ?? 0 })
                         start += ticket.writes.count
                     }
                     return
                 }
                 // Alone, or one by one after the group failed: a write refused fails only its caller.
                 for ticket in group {
-                    ticket.outcome = Result { try commitStaged(ticket.writes) }
+                    ticket.outcome = Result { try commitStaged(ticket.writes).map { $0 ?? 0 } }
                 }
             }
+        }
+    }
+
+    /// Applies writes with a ``PendingWrite/condition`` (a sync's page, a cache's evictions)
+    /// as ``apply(_:)`` does, in one commit of their own: a write goes ahead only while its
+    /// object holds what its condition names, in the manifest and on disk (a file changed or
+    /// created since the last scan is never overwritten).
+    ///
+    /// `then`, when given, runs in the transaction that records the writes, before any file is
+    /// replaced, with whether each write goes ahead (or is already stored as asked); if it
+    /// throws, nothing is written.
+    ///
+    /// - Returns: each object's version afterwards, or nil for a skipped write.
+    func applyChecked(_ requested: [PendingWrite], then: ((ManifestTransaction, [Bool]) throws -> Void)? = nil) throws -> [Int?] {
+        try withStaged(requested) { staged in try commitStaged(staged, then: then) }
+    }
+
+    /// Stages `requested` and gives them to `commit`, after the checks every write makes.
+    private func withStaged<T>(_ requested: [PendingWrite], commit: ([StagedWrite]) throws -> [T]) throws -> [T] {
+        guard !requested.isEmpty else { return [] }
+        try refuseIfReadOnly()
+        try requireRecovered()
+        do {
+            return try commit(try stage(requested))
         } catch {
             throw ArchiveError.wrap(error)
         }
@@ -110,10 +131,17 @@ extension ArchiveStore {
         guard temps.contains(where: { $0 != nil }) else { return writes.map { StagedWrite(write: $0, temp: nil) } }
         let staging = try stagingDirectory()
         let where_ = path.appendingComponent(FileName.metadataDirectory).appendingComponent(Self.stagingDirectory)
+        // A sync's file keeps the time its object was modified, as `rsync -a` keeps times. A
+        // time older than the racy window also makes its stamp trustworthy at once: any later
+        // write gives the file a new mtime. (A file written now may be written again within
+        // the clock's granularity without its stamp changing, so the next scan reads it.)
+        let racyBefore = Manifest.now() - Manifest.racyWindow
         do {
             let stamps = try parallelMap(writes.count, threshold: 256) { [staging] index -> FileStamp? in
                 guard let temp = temps[index], let content = writes[index].content else { return nil }
-                return try FileSystem.writeNewFile(temp, in: staging, data: content, sync: false, path: where_.appendingComponent(temp))
+                let modified = writes[index].incoming.map(\.modified).flatMap { $0 > 0 && $0 < racyBefore ? $0 : nil }
+                return try FileSystem.writeNewFile(
+                    temp, in: staging, data: content, sync: false, modified: modified, path: where_.appendingComponent(temp))
             }
             return writes.indices.map { index in
                 var write = writes[index]
@@ -127,29 +155,39 @@ extension ArchiveStore {
     }
 
     /// What a commit puts in place after it: a staged file renamed over an object's file, or
-    /// an object's file removed.
+    /// an object's file removed. `write` is the index of the write it belongs to.
     private enum Placement: Sendable {
-        case rename(temp: String, to: String, in: Descriptor)
-        case remove(String, in: Descriptor)
+        case rename(temp: String, to: String, in: Descriptor, write: Int)
+        case remove(String, in: Descriptor, write: Int)
+
+        var write: Int {
+            switch self {
+            case .rename(_, _, _, let write), .remove(_, _, let write): write
+            }
+        }
     }
 
     private struct Committed: Sendable {
-        var versions: [Int]
+        var versions: [Int?]
         var placements: [Placement] = []
+        /// What each conditional write expects on disk, checked again just before its placements.
+        var expectations: [Int: DiskExpectation] = [:]
         var intent: Int64?
         var entries: [WriteIntent.Entry] = []
     }
 
-    /// Steps 2 and 3 of ``apply(_:)`` for `staged`, which may hold the writes of several callers.
-    private func commitStaged(_ staged: [StagedWrite]) throws -> [Int] {
+    /// Steps 2 and 3 of ``apply(_:)`` for `staged`, which may hold the writes of several
+    /// callers; `then` as ``applyChecked(_:then:)`` says.
+    private func commitStaged(_ staged: [StagedWrite], then: ((ManifestTransaction, [Bool]) throws -> Void)? = nil) throws -> [Int?] {
         // Made by ``stage(_:)`` whenever a file was staged; the metadata directory stands in
         // for a write that stages nothing (removes), which never names a staged file.
         let staging = staging.withLock { $0 } ?? root
         var directories: [ExactName: Descriptor] = [:]
         var committed: Committed?
         var placed: Set<String> = []
+        var changedOnDisk: Set<Int> = []
         defer {
-            // Staged files not renamed: already stored as asked, or the commit failed.
+            // Staged files not renamed: already stored as asked, skipped, or the commit failed.
             let where_ = path.appendingComponent(FileName.metadataDirectory).appendingComponent(Self.stagingDirectory)
             for temp in staged.compactMap(\.temp) where !placed.contains(temp) {
                 _ = try? FileSystem.removeFile(temp, in: staging, path: where_.appendingComponent(temp))
@@ -159,26 +197,25 @@ extension ArchiveStore {
             for write in staged.map(\.write) where directories[ExactName(write.id.collection)] == nil {
                 directories[ExactName(write.id.collection)] = try openCollection(write.id.collection, create: write.content != nil)
             }
-            let outcome = try manifest.write(
-                { tx in try self.record(staged, directories: directories, tx: tx) },
+            var outcome = try manifest.write(
+                { tx in
+                    let outcome = try self.record(staged, directories: directories, tx: tx)
+                    try then?(tx, outcome.versions.map { $0 != nil })
+                    return outcome
+                },
                 afterCommit: { outcome in
                     committed = outcome
-                    // Each object once: its placements touch names no other object's do, in any
-                    // order, so a large batch makes them on every core.
-                    let placements = outcome.placements
-                    let independent = Set(staged.lazy.map(\.write.id)).count == staged.count
-                    _ = try parallelMap(placements.count, threshold: independent ? 256 : .max) { [staging] index -> Bool in
-                        switch placements[index] {
-                        case let .rename(temp, file, directory):
-                            try FileSystem.rename(temp, in: staging, to: file, in: directory, path: directory.path.appendingComponent(file))
-                        case let .remove(file, directory):
-                            try FileSystem.removeFile(file, in: directory, path: directory.path.appendingComponent(file))
-                        }
-                        return true
+                    let done = try place(outcome, staging: staging, independent: Set(staged.lazy.map(\.write.id)).count == staged.count)
+                    for (index, placement) in outcome.placements.enumerated() {
+                        if !done[index] { changedOnDisk.insert(placement.write) }
+                        if done[index], case let .rename(temp, _, _, _) = placement { placed.insert(temp) }
                     }
-                    for case let .rename(temp, _, _) in placements { placed.insert(temp) }
                 })
             if let intent = outcome.intent { noteCommitted(intent) }
+            if !changedOnDisk.isEmpty {
+                try recordChangedOnDisk(changedOnDisk.sorted().map { staged[$0].write }, directories: directories)
+                for index in changedOnDisk { outcome.versions[index] = nil }
+            }
             return outcome.versions
         } catch {
             // Committed, but a file could not be put in place: put it back from the manifest
@@ -188,37 +225,90 @@ extension ArchiveStore {
         }
     }
 
+    /// Step 3 of ``apply(_:)``: makes each placement of `committed`, on every core for a large
+    /// batch that writes each object once (its placements then touch names no other object's
+    /// do). A conditional write whose file changed on disk since its commit checked it is
+    /// left alone: each of its placements reports false.
+    private func place(_ committed: Committed, staging: Descriptor, independent: Bool) throws -> [Bool] {
+        let placements = committed.placements
+        return try parallelMap(placements.count, threshold: independent ? 256 : .max) { [staging] index -> Bool in
+            let expectation = committed.expectations[placements[index].write]
+            switch placements[index] {
+            case let .rename(temp, file, directory, _):
+                let where_ = directory.path.appendingComponent(file)
+                switch expectation {
+                case .absent?:
+                    // Nothing may have appeared at the name since: checked by the rename itself.
+                    return try FileSystem.renameIfAbsent(temp, in: staging, to: file, in: directory, path: where_)
+                case let expectation? where try !diskMatches(expectation, in: directory):
+                    return false
+                default:
+                    try FileSystem.rename(temp, in: staging, to: file, in: directory, path: where_)
+                }
+            case let .remove(file, directory, _):
+                if let expectation, try !diskMatches(expectation, in: directory) { return false }
+                try FileSystem.removeFile(file, in: directory, path: directory.path.appendingComponent(file))
+            }
+            return true
+        }
+    }
+
+    /// Records, as a scan would, the files of conditional writes that another program changed
+    /// in the instant between their commit and their rename: the write's version stays in
+    /// history, the program's file is the object's newest version.
+    private func recordChangedOnDisk(_ writes: [PendingWrite], directories: [ExactName: Descriptor]) throws {
+        try manifest.write(flushed: false) { tx in
+            for write in writes {
+                guard let directory = directories[ExactName(write.id.collection)], let row = try tx.object(write.id) else { continue }
+                try reconcileFile(row.file, of: write.id, in: directory, tx: tx)
+            }
+        }
+    }
+
     /// Step 2 of ``apply(_:)``, inside the write transaction: records each write that changes
     /// something, and the committed intent that names them. An object written more than once
     /// in one commit is always written, in order.
+    ///
+    /// A write whose object's row is damaged (names a file no write makes) is refused, with
+    /// the whole commit; a conditional one (a sync's) is skipped instead, as if its object had
+    /// changed, so that the rest goes ahead.
     private func record(_ staged: [StagedWrite], directories: [ExactName: Descriptor], tx: ManifestTransaction) throws -> Committed {
         var occurrences: [ObjectID: Int] = [:]
         for write in staged { occurrences[write.write.id, default: 0] += 1 }
-        var committed = Committed(versions: Array(repeating: 0, count: staged.count))
+        var committed = Committed(versions: Array(repeating: nil, count: staged.count))
         for (index, item) in staged.enumerated() {
             let write = item.write
             let existing = try tx.object(write.id)
-            if let damage = Self.damage(of: write, record: existing) { throw damage }
+            let directory = directories[ExactName(write.id.collection)]
+            let expectation = diskExpectation(of: write, record: existing, directoryExists: directory != nil)
+            if write.condition != nil, expectation == nil { continue }
+            if let damage = Self.damage(of: write, record: existing) {
+                if write.condition != nil { continue }
+                throw damage
+            }
             if occurrences[write.id] == 1, let version = try storedVersion(matching: write, record: existing) {
                 committed.versions[index] = version
                 continue
             }
-            guard let directory = directories[ExactName(write.id.collection)] else {
+            if let expectation, let directory, try !diskMatches(expectation, in: directory) { continue }
+            committed.expectations[index] = expectation
+            let origin: StoreChange.Origin = write.incoming == nil ? .local : .sync
+            guard let directory else {
                 // A delete where the directory is gone: the object is gone too.
-                let recorded = try tx.recordDelete(of: existing, origin: .local)
+                let recorded = try tx.recordDelete(of: existing, origin: origin, incoming: write.incoming)
                 committed.versions[index] = recorded?.version ?? existing?.version ?? 0
                 continue
             }
             var file = write.file
             var replaced: String?
-            if let temp = item.temp { committed.placements.append(.rename(temp: temp, to: write.file, in: directory)) }
+            if let temp = item.temp { committed.placements.append(.rename(temp: temp, to: write.file, in: directory, write: index)) }
             if let existing, !existing.isDeleted, existing.file != write.file || write.content == nil {
-                committed.placements.append(.remove(existing.file, in: directory))
+                committed.placements.append(.remove(existing.file, in: directory, write: index))
                 if write.content == nil { file = existing.file } else { replaced = existing.file }
             }
             let change = RecordedChange(
                 id: write.id, file: file, content: write.content, hash: write.hash, stamp: write.stamp, schemaVersion: write.schemaVersion,
-                origin: .local)
+                origin: origin, incoming: write.incoming)
             let recorded = try tx.record(change, existing: existing)
             committed.versions[index] = recorded?.version ?? existing?.version ?? 0
             committed.entries.append(

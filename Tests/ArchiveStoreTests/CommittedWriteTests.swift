@@ -88,6 +88,54 @@ import Testing
         }
     }
 
+    /// A sync's page (conditional writes, each with its other replica's version) takes the
+    /// same one-flush path: one commit records the page with a committed intent, and an open
+    /// after a cut puts back what the cut lost, so a checkpoint moved after it is never ahead
+    /// of the data.
+    @Test func aSyncsPageIsOneCommitAndAnOpenPutsBackWhatACutLost() throws {
+        try withTemporaryDirectory { dir throws in
+            let path = dir + "/store"
+            let peer = ReplicatedVersion(
+                vector: VersionVector([ReplicaID(rawValue: "peer"): 1]), modified: 1_000_000_000, author: ReplicaID(rawValue: "peer"))
+            let long = try ArchiveCodec.json.encode(Person(name: String(repeating: "long ", count: 300), age: 1))
+            let small = try ArchiveCodec.json.encode(Person(name: "small", age: 1))
+            let gone = try ArchiveCodec.json.encode(Person(name: "gone", age: 1))
+            do {
+                let store = try ArchiveStore(directory: path)
+                holdSettles(store)
+                try store.save(Person(name: "gone", age: 1), forKey: "deleted")
+                try store.settleCommittedWrites()
+                let id = { (key: String) in try ObjectID(collection: "Person", key: key) }
+                let versions = try store.applyConditional([
+                    ConditionalWrite(id: id("missing"), content: small, expected: nil, version: peer),
+                    ConditionalWrite(id: id("empty"), content: small, expected: nil, version: peer),
+                    ConditionalWrite(id: id("torn"), content: long, expected: nil, version: peer),
+                    ConditionalWrite(id: id("deleted"), content: nil, expected: ContentHash(of: gone), version: peer),
+                ])
+                #expect(versions == [1, 1, 1, 2])
+                let intents = try store.manifest.read { try $0.intents() }
+                #expect(intents.count == 1 && intents.allSatisfy(\.isCommitted), "one commit, whose intent names the page")
+                #expect(!entryExists(path + "/Person/deleted.json"))
+                try cutPower(store)
+            }
+            try FileManager.default.removeItem(atPath: path + "/Person/missing.json")
+            try overwrite(path + "/Person/empty.json", with: Data())
+            try overwrite(path + "/Person/torn.json", with: Data(long.prefix(512)) + Data(repeating: 0, count: long.count - 512))
+            try overwrite(path + "/Person/deleted.json", with: gone)
+
+            let store = try ArchiveStore(directory: path)
+            for key in ["missing", "empty"] {
+                #expect(try Data(contentsOf: URL(fileURLWithPath: path + "/Person/\(key).json")) == small)
+                #expect(try store.history(of: Person.self, forKey: key).map(\.version) == [1])
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path + "/Person/torn.json")) == long)
+            #expect(!entryExists(path + "/Person/deleted.json"))
+            #expect(try store.keys(of: Person.self) == ["empty", "missing", "torn"])
+            #expect(try store.manifest.read { try $0.intents() }.isEmpty)
+            #expect(try store.verify().isClean)
+        }
+    }
+
     @Test func settlingDropsTheCommittedIntents() throws {
         try withStore { store, path throws in
             holdSettles(store)

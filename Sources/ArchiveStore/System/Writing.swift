@@ -94,19 +94,28 @@ extension FileSystem {
         try check("rename", path()) { renameat(source.fd, from, directory.fd, to) }
     }
 
-    /// Renames `from` to `to`, both in `directory`, only if nothing stands at `to`: one atomic
-    /// call where the file system can (`renameat2` with `RENAME_NOREPLACE`), else a check and
-    /// a rename.
+    /// Renames `from` to `to`, both in `directory`, only if nothing stands at `to` (see
+    /// ``renameIfAbsent(_:in:to:in:path:)``).
     /// - Returns: false, renaming nothing, when `to` exists.
     static func renameIfAbsent(_ from: String, to: String, in directory: Descriptor, path: @autoclosure () -> String) throws -> Bool {
+        try renameIfAbsent(from, in: directory, to: to, in: directory, path: path())
+    }
+
+    /// Renames `from` in `source` to `to` in `directory` only if nothing stands at `to`: one
+    /// atomic call where the file system can (`renameat2` with `RENAME_NOREPLACE`), else a
+    /// check and a rename.
+    /// - Returns: false, renaming nothing, when `to` exists.
+    static func renameIfAbsent(
+        _ from: String, in source: Descriptor, to: String, in directory: Descriptor, path: @autoclosure () -> String
+    ) throws -> Bool {
         try checkEntryName(from, "rename", path: path)
         try checkEntryName(to, "rename", path: path)
-        if archive_rename_noreplace(directory.fd, from, to) == 0 { return true }
+        if archive_rename_noreplace(source.fd, from, directory.fd, to) == 0 { return true }
         let code = errno
         if code == EEXIST { return false }
         guard code == EINVAL || code == ENOSYS else { throw SystemCallError(call: "renameat2", path: path(), errno: code) }
         guard try status(to, in: directory, path: path()) == nil else { return false }
-        try rename(from, to: to, in: directory, path: path())
+        try rename(from, in: source, to: to, in: directory, path: path())
         return true
     }
 

@@ -17,10 +17,10 @@
 /// syncfs(2) needs _GNU_SOURCE, which Swift's Glibc module is not built with.
 static inline int archive_syncfs(int fd) { return syncfs(fd); }
 
-/// renameat2(2) with RENAME_NOREPLACE, within one directory: fails with EEXIST, atomically,
-/// when `to` exists. Fails with EINVAL on file systems that cannot do it.
-static inline int archive_rename_noreplace(int dirfd, const char *from, const char *to) {
-    return renameat2(dirfd, from, dirfd, to, RENAME_NOREPLACE);
+/// renameat2(2) with RENAME_NOREPLACE: fails with EEXIST, atomically, when `to` exists.
+/// Fails with EINVAL on file systems that cannot do it.
+static inline int archive_rename_noreplace(int fromfd, const char *from, int tofd, const char *to) {
+    return renameat2(fromfd, from, tofd, to, RENAME_NOREPLACE);
 }
 
 /// openat2(2) with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS: opens `path` below `dirfd` in one
