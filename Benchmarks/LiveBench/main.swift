@@ -104,9 +104,10 @@ struct Bench {
     /// and its first cycle is done.
     func startSession(_ a: String, _ b: String, _ options: [String] = []) throws -> Session {
         let output = scratch.path + "/session-\(UUID().uuidString).jsonl"
+        // Its stderr is kept beside (with ARCHIVE_SYNC_LIVE_TRACE set, the session's trace).
         let process = try ChildProcess(
             cli, ["sync", a, "root@127.0.0.1:" + b, "--watch", "--json", "--rsh", sshd.rsh, "--remote-cmd", cli] + options, stdin: .null,
-            stdout: .file(output), stderr: .null)
+            stdout: .file(output), stderr: .file(output + ".err"))
         let session = Session(process: process, output: output)
         let store = try ArchiveStore(directory: a)
         let deadline = ContinuousClock.now + .seconds(300)
@@ -123,7 +124,7 @@ struct Bench {
     /// Benchmark 1: an external write on A (a temp file renamed into A's collection) until the
     /// same file is complete in B, one at a time, spaced 20 ms; p50 and p99.
     func latency() throws -> [String] {
-        var lines: [String] = []
+        var lines = [try floors()]
         for (label, options, target) in [
             ("default debounce", [String](), (50.0, 100.0, 200.0)), ("--debounce 0", ["--debounce", "0"], (20.0, 20.0, .infinity)),
         ] {

@@ -55,11 +55,15 @@ public final class Sync: Sendable {
         defer { a.end() }
         try b.begin()
         defer { b.end() }
+        observer?.step?("begun")
         // Both sides scan at once. A scan alone stats on every core, but lists its directories
         // and reads its manifest on one; two at once, a core each, keep both cores busy. (A scan
         // streams the manifest, so the second one adds a few MB, not a second copy of it.)
-        let (scannedA, scannedB) = try inParallel(splittingCores: bothHere, { try self.a.makeCurrent() }, { try self.b.makeCurrent() })
+        let (scannedA, scannedB) =
+            observer?.manifestsCurrent == true
+            ? (false, false) : try inParallel(splittingCores: bothHere, { try self.a.makeCurrent() }, { try self.b.makeCurrent() })
         let walk = try Walk(a: a, b: b, full: options.full)
+        observer?.step?("current")
         var report = SyncReport(a: a.name, b: b.name, dryRun: options.dryRun, incremental: walk.incremental, scannedA: scannedA, scannedB: scannedB)
 
         // First the plan alone: it says how much there is to do, and whether the safety valve trips.
@@ -67,7 +71,16 @@ public final class Sync: Sendable {
         planned.actions = options.dryRun ? [] : nil
         let betweenHosts = a is RemoteReplica || b is RemoteReplica
         var tooLarge: SyncError?
+        // A plan of at most one page is kept and carried out as it is: walking it again would
+        // ask each side for the same rows a second time (round trips, on a far side), and the
+        // writes are conditional, so an object that changed since the plan is still refused.
+        // (A live session's cycles are mostly this size.) Larger plans are walked again, so
+        // that memory stays at a page or two.
+        var kept: [[(ReplicaEntry?, ReplicaEntry?)]]? = []
+        var keptPairs = 0
         try walk.forEachPage { pairs in
+            keptPairs += pairs.count
+            if keptPairs <= Sync.pageSize { kept?.append(pairs) } else { kept = nil }
             let actions = pairs.map { SyncPlanner.action(a: $0.0, b: $0.1, preference: options.preference, merge: options.merge) }
             // A dry run says what would merge: it reads the concurrent pairs' bytes and bases.
             let merges = options.dryRun ? try fieldMerges(actions, contents: try fieldMergeContents(actions)) : [:]
@@ -76,6 +89,7 @@ public final class Sync: Sendable {
                 if betweenHosts && tooLarge == nil { tooLarge = overLimit(action) }
             }
         }
+        observer?.step?("planned")
         if options.dryRun { return planned }
         // Refused before anything is written: the sync carries every object or none.
         if let tooLarge { throw tooLarge }
@@ -105,13 +119,19 @@ public final class Sync: Sendable {
             done += outcome.actions
             options.progress?(min(done, total), total)
         }
-        try walk.forEachPage { pairs in
+        func execute(_ pairs: [(ReplicaEntry?, ReplicaEntry?)]) throws {
             if observer?.shouldStop() == true { throw CancellationError() }
             let page = try prepare(pairs.map { SyncPlanner.action(a: $0.0, b: $0.1, preference: options.preference, merge: options.merge) })
             if let previous = landing { try finish(previous) }
             landing = InBackground { try self.land(page) }
         }
+        if let kept {
+            for pairs in kept { try execute(pairs) }
+        } else {
+            try walk.forEachPage(execute)
+        }
         if let last = landing { try finish(last) }
+        observer?.step?("landed")
         try moveCheckpoints(walk, after: report)
         return report
     }

@@ -158,6 +158,10 @@ final class Manifest: Sendable {
                 throw error
             }
             try afterCommit(result)
+            // Tells followers in every process (a live session's `ManifestFollower`) that the
+            // change sequence moved, once the commit is visible: inotify reports the WAL's
+            // frames before SQLite publishes the commit, this attribute change after it.
+            if locks && tx.sequenceMoved { _ = futimens(writerLock, nil) }
             // Still under the connection's lock: a catch-up read of other processes'
             // changes sees these either not at all or already published (never twice).
             if !tx.recorded.isEmpty { feed.publish(tx.recorded) }

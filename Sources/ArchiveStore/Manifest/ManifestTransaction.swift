@@ -14,6 +14,8 @@ final class ManifestTransaction {
     private var cachedHistoryLimit: Int?
     /// Every change recorded in this transaction, published when it commits.
     var recorded: [StoreChange] = []
+    /// True once a row took a new change sequence: the commit is then announced to followers.
+    private(set) var sequenceMoved = false
     /// When this transaction began: the time it records as every change's.
     let now = Manifest.now()
 
@@ -50,6 +52,7 @@ final class ManifestTransaction {
     func nextSequence() throws -> Int {
         let next = try currentSequence() + 1
         sequence = next
+        sequenceMoved = true
         return next
     }
 }

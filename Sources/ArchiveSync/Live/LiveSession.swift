@@ -165,6 +165,8 @@ public final class LiveSession: Sendable {
                 var seen = signals.sequences
                 var retryDue = false
                 let deadline = [nextFull, retrySkipped, nextPoll].compactMap { $0 }.min()
+                // The debounce again, over both sides: a burst recorded in pieces (a removal of
+                // most of a store, say) is planned as one, and its safety valve sees all of it.
                 switch signals.wait(debounce: options.debounce, deadline: deadline) {
                 case .stop: return
                 case .lost(_, let why):
@@ -200,11 +202,21 @@ public final class LiveSession: Sendable {
             syncOptions.dryRun = false
             syncOptions.full = syncOptions.full || fullDue
             let signals = self.signals
+            // Between full compares both sides are watched (here, or by the far side's
+            // `serve`): their manifests are current, and what is not recorded yet starts a
+            // cycle of its own once it is.
+            var step: (@Sendable (String) -> Void)?
+            if LiveTrace.enabled { step = { @Sendable name in LiveTrace.line("cycle " + name) } }
             let observer = SyncObserver(
-                propagated: { object in objects.withLock { $0.append(object) } }, shouldStop: { signals.stopRequested })
+                propagated: { object in objects.withLock { $0.append(object) } }, shouldStop: { signals.stopRequested },
+                manifestsCurrent: !syncOptions.full, step: step)
+            LiveTrace.line("cycle start full=\(syncOptions.full)")
             do {
                 let report = try Sync(a: a, b: b, options: syncOptions, observer: observer).runNow()
                 checkpoints = (try b.checkpoint(for: a.replica), try a.checkpoint(for: b.replica))
+                LiveTrace.line(
+                    "cycle end objects=\(objects.withLock { $0.count }) skipped=\(report.skipped.count) incremental=\(report.incremental) checkpoints=\(checkpoints.a ?? -1),\(checkpoints.b ?? -1)"
+                )
                 let cycle = LiveCycle(
                     report: report, objects: objects.withLock { $0 }, full: syncOptions.full, started: begun,
                     seconds: Date().timeIntervalSince(begun))

@@ -27,6 +27,7 @@ final class LiveSignals: @unchecked Sendable {
         defer { condition.unlock() }
         if let known = latest[side], known >= sequence { return }
         latest[side] = sequence
+        LiveTrace.line("changed \(side) \(sequence)")
         if pendingSince == nil { pendingSince = .now }
         condition.broadcast()
     }
@@ -124,5 +125,21 @@ final class LiveSignals: @unchecked Sendable {
 
     static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
+
+/// Where a live session's time goes, on stderr when `ARCHIVE_SYNC_LIVE_TRACE` is set: each
+/// change sequence heard of, each cycle's steps, in milliseconds since the session began
+/// (live-bench keeps the session's stderr; Benchmarks/README.md reads it).
+enum LiveTrace {
+    static let enabled = ProcessInfo.processInfo.environment["ARCHIVE_SYNC_LIVE_TRACE"] != nil
+    private static let origin = ContinuousClock.now
+
+    /// Milliseconds since the first trace of this process.
+    static func now() -> Double { LiveSignals.seconds(ContinuousClock.now - origin) * 1000 }
+
+    static func line(_ text: @autoclosure () -> String) {
+        guard enabled else { return }
+        FileHandle.standardError.write(Data(("live-trace " + String(format: "%.3f ", now()) + text() + "\n").utf8))
     }
 }

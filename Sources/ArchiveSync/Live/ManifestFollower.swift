@@ -7,11 +7,11 @@ import Foundation
     import Glibc
 #endif
 
-/// Follows a store's manifest without polling: inotify on the store's metadata directory
-/// reports every write to the manifest's files (SQLite appends each commit to its write-ahead
-/// log), whoever makes it, in this process or another. Each burst of writes calls `changed`
-/// at once and a few times more in the next few seconds (see `settle`), on the follower's
-/// own thread; the caller compares change sequences.
+/// Follows a store's manifest without polling: every write that moves the change sequence, in
+/// this process or another, touches the manifest's `writer.lock` once its commit is visible
+/// (see `Manifest`), and inotify on the store's metadata directory reports that
+/// (`IN_ATTRIB`). Each such report calls `changed` once, on the follower's own thread; the
+/// caller compares change sequences.
 ///
 /// A live session uses this to learn that a store's change sequence may have moved, whether
 /// its own watcher, another session's, another process's `watch`, or a sync wrote it: one
@@ -33,7 +33,7 @@ package final class ManifestFollower: Sendable {
             storePath.hasSuffix("/") ? storePath + ArchiveStore.metadataDirectoryName : storePath + "/" + ArchiveStore.metadataDirectoryName
         let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         guard fd >= 0 else { throw LiveError.cannotFollow(path: storePath, reason: String(cString: strerror(errno))) }
-        let mask = UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF)
+        let mask = UInt32(IN_ATTRIB | IN_MODIFY | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF)
         guard inotify_add_watch(fd, directory, mask) >= 0 else {
             let reason = String(cString: strerror(errno))
             close(fd)
@@ -64,13 +64,9 @@ package final class ManifestFollower: Sendable {
         }
     }
 
-    /// After a write, when to look again, in milliseconds: SQLite appends a commit's frames to
-    /// the log (each a write inotify reports), syncs the log, and only then publishes the
-    /// commit in its shared-memory index, which inotify cannot see. A look right after the
-    /// last frame may come before the commit is visible, and on a busy disk the sync can take
-    /// seconds; these later looks find it without a further event. (Each is one read of the
-    /// change sequence, only after a write.)
-    private static let settle: [Int32] = [2, 10, 50, 250, 1_000, 3_000]
+    /// A write to the manifest's files that no commit announcement followed within this many
+    /// milliseconds (a writer of an older release, which does not announce) gets one look.
+    private static let unannouncedWriteCheck = Duration.seconds(1)
 
     private func run(_ changed: @Sendable () -> Void, _ leaseClosed: @Sendable () -> Void) {
         defer {
@@ -79,56 +75,75 @@ package final class ManifestFollower: Sendable {
             close(wake.write)
         }
         var buffer = [UInt8](repeating: 0, count: 16_384)
-        var step = Self.settle.count  // no look pending
+        // When to look after a write no announcement followed.
+        var lookAt: ContinuousClock.Instant?
         while true {
             var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
-            let ready = poll(&fds, 2, step < Self.settle.count ? Self.settle[step] : -1)
+            let timeout = lookAt.map { Int32(max(0, Wire.Live.milliseconds($0 - .now) + 1)) } ?? -1
+            let ready = poll(&fds, 2, timeout)
             if ready < 0 && errno == EINTR { continue }
             if ready < 0 || fds[1].revents != 0 || stopped.withLock({ $0 }) { return }
             if ready == 0 {
-                changed()
-                step += 1
+                if let due = lookAt, ContinuousClock.now >= due {
+                    lookAt = nil
+                    changed()
+                }
                 continue
             }
-            var relevant = false
-            var lease = false
+            var events = ManifestEvents()
             while true {
                 let got = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress!, $0.count) }
                 if got <= 0 { break }
-                let (manifest, closed) = Self.names(buffer, count: got)
-                relevant = relevant || manifest
-                lease = lease || closed
+                events.add(Self.names(buffer, count: got))
             }
-            if lease && !stopped.withLock({ $0 }) { leaseClosed() }
-            if relevant && !stopped.withLock({ $0 }) {
-                changed()
-                step = 0
+            if events.leaseClosed && !stopped.withLock({ $0 }) { leaseClosed() }
+            if events.committed {
+                lookAt = nil
+                if !stopped.withLock({ $0 }) { changed() }
+            } else if events.written && lookAt == nil {
+                lookAt = .now + Self.unannouncedWriteCheck
             }
         }
     }
 
-    /// Whether a batch of inotify events names one of the manifest's files (its database,
-    /// write-ahead log), overflowed or saw the directory go; and whether one closed the
-    /// watch lease's file.
-    private static func names(_ buffer: [UInt8], count: Int) -> (manifest: Bool, leaseClosed: Bool) {
-        var offset = 0
-        var manifest = false
+    /// What a batch of inotify events says about the manifest.
+    private struct ManifestEvents {
+        /// A commit that moved the change sequence was announced, or the directory overflowed
+        /// or went: look now.
+        var committed = false
+        /// The manifest's files were written (a commit under way).
+        var written = false
+        /// A process closed the watch lease's file.
         var leaseClosed = false
+
+        mutating func add(_ other: ManifestEvents) {
+            committed = committed || other.committed
+            written = written || other.written
+            leaseClosed = leaseClosed || other.leaseClosed
+        }
+    }
+
+    /// What a batch of inotify events names: the commit announcement (`writer.lock`'s
+    /// attributes), the manifest's files written, the watch lease's file closed.
+    private static func names(_ buffer: [UInt8], count: Int) -> ManifestEvents {
+        var offset = 0
+        var events = ManifestEvents()
         let header = MemoryLayout<inotify_event>.size
         while offset + header <= count {
             let (mask, length) = buffer.withUnsafeBytes { raw in
                 let event = raw.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
                 return (event.mask, Int(event.len))
             }
-            if mask & UInt32(IN_Q_OVERFLOW | IN_DELETE_SELF | IN_MOVE_SELF) != 0 { manifest = true }
+            if mask & UInt32(IN_Q_OVERFLOW | IN_DELETE_SELF | IN_MOVE_SELF) != 0 { events.committed = true }
             if length > 0 {
                 let name = String(decoding: buffer[(offset + header)..<(offset + header + length)].prefix { $0 != 0 }, as: UTF8.self)
-                if name.hasPrefix("manifest") && mask & UInt32(IN_CLOSE_NOWRITE) == 0 { manifest = true }
-                if name == "watch.lock" && mask & UInt32(IN_CLOSE_WRITE | IN_CLOSE_NOWRITE) != 0 { leaseClosed = true }
+                if name == "writer.lock" && mask & UInt32(IN_ATTRIB) != 0 { events.committed = true }
+                if name.hasPrefix("manifest") && mask & UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE) != 0 { events.written = true }
+                if name == "watch.lock" && mask & UInt32(IN_CLOSE_WRITE | IN_CLOSE_NOWRITE) != 0 { events.leaseClosed = true }
             }
             offset += header + length
         }
-        return (manifest, leaseClosed)
+        return events
     }
 }
 

@@ -7,10 +7,21 @@ package struct SyncObserver: Sendable {
     /// Called once per object written, with the side it landed on.
     package var propagated: @Sendable (LiveObject) -> Void
     package var shouldStop: @Sendable () -> Bool
+    /// True when both manifests are known to be current without asking: each side is watched
+    /// by the session, so what is not recorded yet will start a cycle of its own once it is.
+    /// The sync then skips each side's `makeCurrent` (a request, and a probe of the watcher).
+    package var manifestsCurrent: Bool
+    /// Called as the sync passes each step (`ARCHIVE_SYNC_LIVE_TRACE`); nil when not traced.
+    package var step: (@Sendable (String) -> Void)?
 
-    package init(propagated: @escaping @Sendable (LiveObject) -> Void, shouldStop: @escaping @Sendable () -> Bool) {
+    package init(
+        propagated: @escaping @Sendable (LiveObject) -> Void, shouldStop: @escaping @Sendable () -> Bool, manifestsCurrent: Bool = false,
+        step: (@Sendable (String) -> Void)? = nil
+    ) {
         self.propagated = propagated
         self.shouldStop = shouldStop
+        self.manifestsCurrent = manifestsCurrent
+        self.step = step
     }
 
     func landed(_ object: IncomingObject, on side: SyncSide, tally: Sync.Tally) {
