@@ -99,7 +99,7 @@ extension Wire {
         /// ``SyncError/remote(_:)`` naming what was wrong.
         package func agreedVersion(offered: ClosedRange<UInt32>, name: String) throws -> UInt32 {
             guard let chosen else {
-                throw SyncError.remote(
+                throw SyncError.farSideCannotServe(
                     "\(name): the far side speaks protocol version \(Wire.describe(versions)) and this side \(Wire.describe(offered)); install the same release of archive-sync on both hosts"
                 )
             }

@@ -24,7 +24,8 @@ final class Connection {
         } catch {
             switch error.call {
             case "pipe": throw SyncError.remote("cannot make a pipe: \(String(cString: strerror(error.errno)))")
-            default: throw SyncError.remote("cannot start \(command.joined(separator: " ")): \(String(cString: strerror(error.errno)))")
+            default:
+                throw SyncError.farSideCannotServe("cannot start \(command.joined(separator: " ")): \(String(cString: strerror(error.errno)))")
             }
         }
         // Both pipes are open until `close()`; writes go through the no-SIGPIPE path.
@@ -47,7 +48,10 @@ final class Connection {
             case .ok:
                 return reply
             case .failure:
-                throw SyncError.remote("\(name): " + ((try? Wire.Reply.failure(reply)) ?? "a failure it could not describe"))
+                let message = "\(name): " + ((try? Wire.Reply.failure(reply)) ?? "a failure it could not describe")
+                // A refused handshake (another protocol version, a store it cannot open) is
+                // refused again on the next try.
+                throw beforeHandshake ? SyncError.farSideCannotServe(message) : SyncError.remote(message)
             default:
                 throw WireError("the far side sent a request where a reply belongs")
             }
@@ -57,7 +61,13 @@ final class Connection {
                 throw SyncError.remote("\(name): no word from the far side for \(LiveLink.describe(silence)) (the keepalive)")
             }
             close()
-            throw SyncError.remote("\(name): \(closedMessage(beforeHandshake: beforeHandshake))")
+            let message = "\(name): \(closedMessage(beforeHandshake: beforeHandshake))"
+            // The far shell's "command not found" (127) or "cannot execute" (126); ssh's own
+            // failures (the network, authentication) are 255.
+            if beforeHandshake, case .exited(let status)? = process.termination, status == 126 || status == 127 {
+                throw SyncError.farSideCannotServe(message)
+            }
+            throw SyncError.remote(message)
         } catch let error as WireError {
             close()
             let said = stderrText(waiting: .milliseconds(200))

@@ -95,12 +95,12 @@ package final class RemoteReplica: SyncReplica {
     /// store (gathering events for `debounce`) and sends `notice` its change sequence whenever it moves; both sides keep the link
     /// alive, and `lost` is called once, with why, when it is gone (closed, or silent for
     /// ``Wire/Live/silence(after:)``).
-    /// - Throws: ``SyncError/remote(_:)`` when the far side speaks an older version.
+    /// - Throws: ``SyncError/farSideCannotServe(_:)`` when the far side speaks an older version.
     package func goLive(
         keepalive: Duration, debounce: Duration, notice: @escaping @Sendable (Int) -> Void, lost: @escaping @Sendable (String) -> Void
     ) throws {
         guard version >= Wire.liveVersion else {
-            throw SyncError.remote(
+            throw SyncError.farSideCannotServe(
                 "\(name): the far side speaks protocol version \(version), which has no live sessions (version \(Wire.liveVersion)); install the same release of archive-sync on both hosts"
             )
         }

@@ -130,6 +130,11 @@ public enum SyncError: ExitStatusError, Sendable, Equatable {
     case remote(String)
     /// An object the sync would carry between hosts is over ``Wire/maximumObject``; nothing was written.
     case tooLarge(id: String, store: String, size: Int)
+    /// The far side could not serve at all, for a reason that trying again does not mend: the
+    /// command that reaches it could not start, its program was not found or could not run
+    /// there (exit 127 or 126), or it refused the handshake (another protocol version, a
+    /// store it cannot open). A live session stops that peer instead of retrying.
+    case farSideCannotServe(String)
 
     public var description: String {
         switch self {
@@ -139,7 +144,7 @@ public enum SyncError: ExitStatusError, Sendable, Equatable {
         case .sameReplica(let a, let b):
             return
                 "\(a) and \(b) have the same replica id: they are one store, or one is a file copy of the other (cp, rsync) and not a replica of its own; make a replica with `archive-sync init NEW` and `archive-sync sync \(a) NEW` instead of copying files"
-        case .remote(let message):
+        case .remote(let message), .farSideCannotServe(let message):
             return message
         case .tooLarge(let id, let store, let size):
             return

@@ -11,8 +11,9 @@ public struct LiveOptions: Sendable {
     /// How long changes are gathered before a cycle starts (and before a watcher records
     /// them): a burst becomes one cycle. Default 20 ms.
     public var debounce: Duration
-    /// How often a cycle compares everything, as a safety net (as `sync --full`; one runs at
-    /// the start and after each reconnection). Default one hour (the watcher's rescan); nil never.
+    /// How often a cycle compares everything, as a safety net (as `sync --full`; one runs
+    /// right after the first cycle of the start and of each reconnection). Default one hour
+    /// (the watcher's rescan); nil never.
     public var fullCompareInterval: Duration?
     /// How long either side of a connection to a far host stays silent before it pings;
     /// after 2.5 times this without a word the link is given up. Default 10 s.
@@ -62,7 +63,9 @@ public struct LiveCycle: Sendable, Codable, Equatable {
     public var report: SyncReport
     /// Each object written, on the side it landed on.
     public var objects: [LiveObject]
-    /// True when it compared everything (at the start, after a reconnection, at the interval).
+    /// True when it compared everything: the cycle after the first one of a start or a
+    /// reconnection, one at the interval, or a first cycle of stores whose checkpoints allowed
+    /// no less. False for an incremental cycle, the first one of a start included.
     public var full: Bool
     public var started: Date
     /// How long it took, in seconds.

@@ -14,8 +14,10 @@ import Foundation
 /// ```
 ///
 /// A cycle is a ``Sync``: the same plan, the same conflict copies and winners, the same
-/// guarantees (each object old or new whenever it stops). A full compare runs at the start,
-/// after each reconnection and at ``LiveOptions/fullCompareInterval``. Writes a cycle made are
+/// guarantees (each object old or new whenever it stops). The first cycle, at the start and
+/// after each reconnection, is incremental from both checkpoints (what changed while the
+/// session was down crosses at once); a full compare, the safety net, runs right after it and
+/// at ``LiveOptions/fullCompareInterval``. Writes a cycle made are
 /// never sent back, and when neither side's change sequence moved past what the other has
 /// merged no cycle runs at all: a quiet pair of stores costs nothing but keepalives. A far side
 /// that goes away is retried with capped exponential backoff while the side here keeps
@@ -114,9 +116,18 @@ public final class LiveSession: Sendable {
         status.publish()
         let clock = ContinuousClock()
         var connected = false
+        // A far side that cannot serve at the first connection (its program missing, a
+        // handshake it refuses) is given up; once it has served, a failed reconnection is
+        // retried (a host being upgraded can refuse for a while).
+        var everConnected = false
         var delay = options.reconnectDelay
         var retryAt = clock.now
-        var fullDue = true
+        // At the start and after each reconnection a cycle runs at once, incremental from both
+        // checkpoints (what either side changed while the session was down, delivered without
+        // reading either manifest whole); the full compare, the safety net, is the cycle right
+        // after it (docs/live.md: start-up).
+        var startDue = true
+        var fullDue = false
         var nextFull: ContinuousClock.Instant?
         var checkpoints: (a: Int?, b: Int?) = (nil, nil)
         // A cycle that skipped objects (they changed while it ran) moved no checkpoint: the
@@ -147,12 +158,14 @@ public final class LiveSession: Sendable {
                     try sides.a.connect(peer: sides.b.replica?.replica, options: options, signals: signals)
                     try sides.b.connect(peer: sides.a.replica?.replica, options: options, signals: signals)
                     connected = true
+                    everConnected = true
                     delay = options.reconnectDelay
-                    fullDue = true
+                    startDue = true
+                    fullDue = false
                     if sides.a.isRemote || sides.b.isRemote { emit(.connected(peer: peerName)) }
                     status.update { $0.connected = true }
                 } catch {
-                    if let reason = Self.safetyValve(error) {
+                    if let reason = Self.safetyValve(error) ?? (everConnected ? nil : Self.cannotServe(error)) {
                         emit(.stopped(peer: peerName, reason: reason))
                         status.update { $0.lastError = reason }
                         return
@@ -161,7 +174,7 @@ public final class LiveSession: Sendable {
                     continue
                 }
             }
-            if !fullDue {
+            if !fullDue && !startDue {
                 var seen = signals.sequences
                 var retryDue = false
                 let deadline = [nextFull, retrySkipped, nextPoll].compactMap { $0 }.min()
@@ -217,10 +230,11 @@ public final class LiveSession: Sendable {
                 LiveTrace.line(
                     "cycle end objects=\(objects.withLock { $0.count }) skipped=\(report.skipped.count) incremental=\(report.incremental) checkpoints=\(checkpoints.a ?? -1),\(checkpoints.b ?? -1)"
                 )
+                // A walk of everything: asked for, or because the checkpoints did not allow less.
+                let compared = !report.incremental
                 let cycle = LiveCycle(
-                    report: report, objects: objects.withLock { $0 }, full: syncOptions.full, started: begun,
-                    seconds: Date().timeIntervalSince(begun))
-                if fullDue { nextFull = options.fullCompareInterval.map { clock.now + $0 } }
+                    report: report, objects: objects.withLock { $0 }, full: compared, started: begun, seconds: Date().timeIntervalSince(begun))
+                if compared { nextFull = options.fullCompareInterval.map { clock.now + $0 } }
                 if report.skipped.isEmpty {
                     retrySkipped = nil
                     skipDelay = .milliseconds(100)
@@ -228,7 +242,9 @@ public final class LiveSession: Sendable {
                     retrySkipped = clock.now + skipDelay
                     skipDelay = min(skipDelay * 2, .seconds(30))
                 }
-                fullDue = false
+                // The start's incremental cycle is followed at once by the full compare it owes.
+                fullDue = startDue && !compared
+                startDue = false
                 if polls { nextPoll = clock.now + options.poll }
                 emit(.cycle(cycle))
                 let behind = Self.behind(signals.sequences, checkpoints)
@@ -272,11 +288,18 @@ public final class LiveSession: Sendable {
             return "\(error); syncing with this peer stopped"
         case let error as any LiveStoppingError where error.stopsLiveSession:
             return "\(error); syncing with this peer stopped"
-        case SyncError.remote(let message) where message.contains("is not a usable store"):
+        case SyncError.remote(let message) where message.contains("is not a usable store"),
+            SyncError.farSideCannotServe(let message) where message.contains("is not a usable store"):
             return "\(message); syncing with this peer stopped"
         default:
             return nil
         }
+    }
+
+    /// The message when `error` says the far side cannot serve, which trying again will not mend.
+    private static func cannotServe(_ error: any Error) -> String? {
+        guard case SyncError.farSideCannotServe(let message) = error else { return nil }
+        return "\(message); syncing with this peer stopped, since trying again would not help"
     }
 
     private static func isBusy(_ error: any Error) -> Bool {

@@ -45,7 +45,7 @@ package final class LocalChangeSource: Sendable {
                 }
                 guard !trying else { return }
                 Thread {
-                    let started = (try? store.lockFile(named: "watch.lock")?.isHeldElsewhere()) == false ? try? Self.watcher(store, watch) : nil
+                    let started = try? Self.watcher(store, watch)
                     let extra = shared.state.withLock { state in
                         defer { state.tryingLease = false }
                         guard let started, state.watcher == nil, !state.stopped else { return started }
@@ -70,6 +70,11 @@ package final class LocalChangeSource: Sendable {
 
     /// Starts watching `store`, or nil when another watcher holds its lease.
     private static func watcher(_ store: ArchiveStore, _ options: WatchOptions) throws -> StoreWatcher? {
+        // A lease held by a running watcher (`archive-sync watch`, another session) is
+        // followed at once: trying to take it would wait out the lock's patience (1 s) first,
+        // on each side of a session's start. A holder that is only stopping is followed
+        // too, and its lease taken over when it closes.
+        guard (try? store.lockFile(named: "watch.lock")?.isHeldElsewhere()) != true else { return nil }
         do {
             return try store.startWatching(options)
         } catch ArchiveError.alreadyWatched {
