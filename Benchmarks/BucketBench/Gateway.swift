@@ -29,7 +29,7 @@ final class BenchGateway {
         setenv("AWS_ENDPOINT_URL", gateway.endpoint.absoluteString, 1)
         // No ~/.aws of the machine's user changes what either does: empty files of the run's own.
         let empty = "\(gateway.directory)/aws-empty"
-        FileManager.default.createFile(atPath: empty, contents: Data())
+        _ = FileManager.default.createFile(atPath: empty, contents: Data())
         setenv("AWS_CONFIG_FILE", empty, 1)
         setenv("AWS_SHARED_CREDENTIALS_FILE", empty, 1)
         _ = try newAccessLines()

@@ -28,11 +28,34 @@ struct BucketBench: ParsableCommand {
     @Option(help: ArgumentHelp("Repetitions of the no-op sync and its LIST (medians).", valueName: "N"))
     var runs = 3
 
+    @Flag(
+        help:
+            "Only start the gateway, print its AWS_* settings as shell exports, and stop it at end of standard input (for sessions by hand, such as docs/bucket.md's)."
+    )
+    var gatewayOnly = false
+
     @OptionGroup var scratch: ScratchOption
 
     @OptionGroup var archiveSync: ArchiveSyncOption
 
     func run() throws {
+        if gatewayOnly {
+            do {
+                let gateway = try BenchGateway()
+                defer { gateway.stop() }
+                let names = [
+                    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE",
+                    "AWS_SHARED_CREDENTIALS_FILE",
+                ]
+                let exports = names.map { "export \($0)='\(String(cString: getenv($0)))'\n" }.joined()
+                FileHandle.standardOutput.write(Data(exports.utf8))
+                _ = FileHandle.standardInput.readDataToEndOfFile()
+            } catch {
+                print("bucket-bench: ERROR: \(error)")
+                Foundation.exit(1)
+            }
+            return
+        }
         let cli = archiveSyncPath(archiveSync.cli)
         guard access(cli, X_OK) == 0 else {
             print("bucket-bench: ERROR: needs archive-sync at \(cli) (or --cli PATH); `make bench` builds it")
