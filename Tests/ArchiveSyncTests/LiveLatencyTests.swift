@@ -49,8 +49,7 @@ struct LiveLatencyTests {
                 let cycles = TracedMutex<[LiveCycle]>([])
                 let ended = TracedMutex(false)
                 let events = session.events()
-                Task {
-                    for await event in events { if case .cycle(let cycle) = event { cycles.withLock { $0.append(cycle) } } }
+                _ = collectOffPool(events, { event in if case .cycle(let cycle) = event { cycles.withLock { $0.append(cycle) } } }) {
                     ended.withLock { $0 = true }
                 }
                 defer {
@@ -63,7 +62,7 @@ struct LiveLatencyTests {
                     _ = try b.put(json("{\"n\":\(n)}"), as: id("P/n\(n)"))
                     #expect(eventually(within: .seconds(60)) { (try? a.liveContents()["P/n\(n)"]) == "{\"n\":\(n)}" })
                 }
-                // Events come on the cooperative threads, after the objects land: waited for.
+                // Events come after the objects land: waited for.
                 #expect(eventually(within: .seconds(60)) { cycles.withLock { $0 }.contains { !$0.full } })
                 #expect(watcher.statistics.probes == probes, "\(cycles.withLock { $0 }.map(\.full))")
             }

@@ -22,9 +22,7 @@ struct LiveSessionTests {
             let session = LiveSession(.directory(a.path), .directory(b.path), options: LiveOptions(debounce: .milliseconds(10)))
             let collector = Collector()
             let events = session.events()
-            let task = Task {
-                for await event in events { collector.events.withLock { $0.append(event) } }
-            }
+            let task = collectOffPool(events) { event in collector.events.withLock { $0.append(event) } }
             // The first cycle compares everything.
             #expect(await eventually { (try? b.liveContents()["P/one"]) == "{\"n\":1}" })
             #expect(await eventually { collector.cycles.first?.full == true })

@@ -33,7 +33,7 @@ struct LiveStartTests {
         let session = LiveSession(a, b, options: LiveOptions(debounce: .milliseconds(10), reconnectDelay: .milliseconds(50)))
         let collector = Collector()
         let events = session.events()
-        let task = Task { for await event in events { collector.events.withLock { $0.append(event) } } }
+        let task = collectOffPool(events) { event in collector.events.withLock { $0.append(event) } }
         defer { task.cancel() }
         try await body(collector)
         task.cancel()
@@ -106,10 +106,7 @@ struct LiveStartTests {
                 let events = session.events()
                 session.stop()
                 let ended = DispatchSemaphore(value: 0)
-                Task {
-                    for await _ in events {}
-                    ended.signal()
-                }
+                _ = collectOffPool(events, { _ in }) { ended.signal() }
                 ended.wait()
                 #expect(opened < .milliseconds(900), "\(opened)")
             }
