@@ -89,30 +89,6 @@ struct LiveStartTests {
         }
     }
 
-    /// A store that `archive-sync watch` keeps current is followed at once: the session does
-    /// not first wait out the watch lease's patience (1 s) trying to take it.
-    @Test func aStoreWatchedByAnotherProcessIsFollowedWithoutWaitingForItsLease() async throws {
-        try await offPool {
-            try withTemporaryDirectory { dir in
-                let a = try ArchiveStore(directory: dir + "/a")
-                let b = try ArchiveStore(directory: dir + "/b")
-                let watcher = try RunningCommand(["watch", a.path])
-                defer { watcher.kill() }
-                #expect(eventually { (try? a.status().watcher) != nil })
-                let session = LiveSession(.directory(a.path), .directory(b.path))
-                let start = ContinuousClock.now
-                try session.openStoresHere()
-                let opened = ContinuousClock.now - start
-                let events = session.events()
-                session.stop()
-                let ended = DispatchSemaphore(value: 0)
-                _ = collectOffPool(events, { _ in }) { ended.signal() }
-                ended.wait()
-                #expect(opened < .milliseconds(900), "\(opened)")
-            }
-        }
-    }
-
     /// The far program not found (the far shell's exit 127) or not executable (126): the
     /// peer is stopped with one sentence, never retried.
     @Test(arguments: [127, 126])

@@ -84,7 +84,12 @@ package final class LockFile: Sendable {
 
     /// Releases the lock (closing the file releases it). Later calls do nothing.
     package func release() {
-        file.withLock { $0 = nil }
+        file.withLock { file in
+            // Unlocked before the close: a child being spawned at this moment holds a copy of the
+            // descriptor until its exec, and the lock belongs to the description they share.
+            if let file { _ = flock(file.fd, LOCK_UN) }
+            file = nil
+        }
     }
 }
 
