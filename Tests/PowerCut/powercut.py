@@ -89,7 +89,8 @@ class Runner:
         self.run("sync", self.path("A"), self.path("B"))
         held = {}
         for key in keys:
-            result = subprocess.run([self.cli, "get", self.path("A"), key], capture_output=True)
+            # Under the recorder too: an open and its close may write (a checkpoint, a recovery).
+            result = subprocess.run([self.cli, "get", self.path("A"), key], env=self.env, capture_output=True)
             held[key] = result.stdout.hex() if result.returncode == 0 else None
         self.ack({"done": "sync", "key": None, "held": held})
 
