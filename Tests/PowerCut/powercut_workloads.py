@@ -122,7 +122,10 @@ def workload_recovery(runner, document):
         if killed.returncode != 137:
             raise SystemExit(f"power-cut: the put to be killed at call {int(calls * fraction)} of {calls} exited {killed.returncode}")
         runner.run("ls", runner.path("S"))  # opens, and recovers
-        history = json.loads(subprocess.run([runner.cli, "history", runner.path("S"), key, "--json"], capture_output=True, check=True).stdout)
+        # Under the recorder, as every command on the store: its close may write (a checkpoint).
+        history = json.loads(
+            subprocess.run([runner.cli, "history", runner.path("S"), key, "--json"], env=runner.env, capture_output=True, check=True).stdout
+        )
         runner.ack(recovered(history, key, data))
 
 
