@@ -14,7 +14,8 @@ import Foundation
 /// of SQLite's WAL); and that append+fdatasync alone.
 ///
 /// The five alternate in 10 rounds of count/10 objects each, in a rotating order, so that a
-/// slow spell of the shared machine's disk hits all of them alike.
+/// slow spell of the shared machine's disk hits all of them alike. Each one's CPU time per
+/// save is printed beside its wall time: the store's gap to its floor is CPU, its commit's.
 func singleSaves(_ options: BenchOptions) throws -> [String] {
     let scratch = try ScratchDirectory(under: options.directory, name: "single")
     let store = try ArchiveStore(directory: try scratch.sub("store"))
@@ -48,11 +49,14 @@ func singleSaves(_ options: BenchOptions) throws -> [String] {
     let rounds = 10
     let perRound = options.count / rounds
     var totals = [Double](repeating: 0, count: contenders.count)
+    var cpu = [Double](repeating: 0, count: contenders.count)
     for round in 0..<rounds {
         let range = round * perRound..<(round + 1) * perRound
         for step in contenders.indices {
             let which = (round + step) % contenders.count
+            let cpuBefore = processCPUSeconds()
             totals[which] += try seconds { try contenders[which](range) }
+            cpu[which] += processCPUSeconds() - cpuBefore
         }
     }
     let total = perRound * rounds
@@ -64,7 +68,24 @@ func singleSaves(_ options: BenchOptions) throws -> [String] {
             + " write+rename, append a 4 KiB page+fdatasync (the store's order) \(perSecond(total, totals[3])), ratio \(ratio(rate[3] / rate[2]));"
             + " the append+fdatasync alone \(perSecond(total, totals[4]))",
         "   the store reaches \(ratio(rate[0] / rate[3])) of its 1-flush floor; the baseline \(ratio(rate[1] / rate[2])) of its 1-fsync floor",
+        "   CPU per save (this process, every thread, user + system): store \(microseconds(cpu[0], total)), baseline \(microseconds(cpu[1], total)),"
+            + " Foundation's order in C \(microseconds(cpu[2], total)), the store's order in C \(microseconds(cpu[3], total));"
+            + " wall time per save: store \(microseconds(totals[0], total)), the store's order in C \(microseconds(totals[3], total))",
     ]
+}
+
+/// The CPU time every thread of this process has used so far, user and system: where the
+/// store's time goes beyond its floor's is CPU (its commit), which this shows apart from the
+/// flush's wait, and which a loaded machine inflates less than the wall time.
+private func processCPUSeconds() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) * 1e-9
+}
+
+/// `seconds` spread over `count` saves, in microseconds per save.
+private func microseconds(_ seconds: Double, _ count: Int) -> String {
+    String(format: "%.0f us", seconds / Double(count) * 1e6)
 }
 
 /// One file that grows by a page per write, each flushed with `fdatasync`: what one commit of
