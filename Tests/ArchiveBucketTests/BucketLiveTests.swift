@@ -75,7 +75,9 @@ import Testing
                 let idle = proxy.counts.requests - before
                 let pollsAtMost = 2 * (Int(window / poll) + 2)
                 #expect(idle <= pollsAtMost, "\(idle) requests in \(window) s of quiet, for at most \(pollsAtMost) polls")
-                #expect(idle >= 4, "\(idle) requests in \(window) s of quiet: the sessions do not poll")
+                // That they poll at all is not timed: a loaded machine may stall a gateway for seconds.
+                let polled = eventually { proxy.counts.requests - before >= 4 }
+                #expect(polled, "\(proxy.counts.requests - before) requests since the quiet began: the sessions do not poll")
             }
         }
     }
