@@ -47,7 +47,7 @@ func threadedSaves(_ options: BenchOptions) throws -> [String] {
 
 /// Runs `body(0)` ... `body(count - 1)` each on a thread of its own, all at once, and waits
 /// for them; rethrows the first error.
-private func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void) throws {
+func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void) throws {
     let done = DispatchGroup()
     let failure = Mutex<(any Error)?>(nil)
     for index in 0..<count {

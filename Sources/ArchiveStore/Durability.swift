@@ -93,6 +93,9 @@ extension ArchiveStore {
             durability.withLock { $0.committed += ids }
             throw ArchiveError.wrap(error)
         }
+        // The checkpoint that writes' commits no longer make (SQLiteConnection.openWAL). One
+        // that fails loses nothing: the pages stay in the WAL for the next.
+        try? manifest.checkpoint()
     }
 
     /// Finishes a committed intent whose owner did not settle it (it died, or a power cut came

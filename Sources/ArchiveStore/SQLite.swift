@@ -148,8 +148,15 @@ package final class SQLiteConnection {
     /// `synchronous=FULL` flushes the WAL at every commit: with NORMAL, a commit that returned
     /// (an acknowledged save, or the intent that must be durable before its rename) could be
     /// lost to a power cut (docs/power-cut.md).
+    ///
+    /// SQLite's own checkpoint runs in the commit that takes the WAL past
+    /// ``walCheckpointPages``, not past its default of 1,000: a batch of 10,000 objects writes
+    /// about 2,600 pages, which its commit then copied into the database file and flushed on
+    /// its caller's time. A store checkpoints in the background instead, after
+    /// its `syncfs` (``ArchiveStore/settleCommittedWrites()``); the bound caps the WAL of a
+    /// process that never settles (one that only scans).
     package static func openWAL(path: String) throws -> SQLiteConnection {
-        let settings = "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+        let settings = "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA wal_autocheckpoint=\(walCheckpointPages);"
         do {
             let db = try SQLiteConnection(path: path)
             try db.execute(settings)
@@ -162,6 +169,9 @@ package final class SQLiteConnection {
             return db
         }
     }
+
+    /// How many pages the WAL holds before a commit checkpoints it (``openWAL(path:)``): 32 MiB.
+    package static let walCheckpointPages = 8192
 
     deinit {
         for statement in statements.values { sqlite3_finalize(statement) }

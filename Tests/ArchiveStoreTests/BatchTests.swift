@@ -168,4 +168,23 @@ struct BatchTests {
             #expect(try store.status().sequence == 0)
         }
     }
+
+    /// A batch that takes the WAL past SQLite's default checkpoint (1,000 pages) leaves the
+    /// checkpoint (writing the database file, and one more flush) to the settle after its
+    /// `syncfs`, off its caller's time.
+    @Test func aLargeBatchLeavesItsCheckpointToTheSettle() throws {
+        try withStore { store, path throws in
+            store.durability.withLock { $0.scheduled = true }  // no settle but the one below
+            let database = path + "/" + FileName.metadataDirectory + "/manifest.sqlite"
+            func size() throws -> Int { try FileManager.default.attributesOfItem(atPath: database)[.size] as! Int }
+            let before = try size()
+            let name = String(repeating: "x", count: 3_000)
+            try store.batch { tx in
+                for index in 0..<1_500 { try tx.save(Person(name: name, age: index), forKey: "k\(index)") }
+            }
+            #expect(try size() == before)
+            try store.settleCommittedWrites()
+            #expect(try size() > before + 1_500 * 3_000)
+        }
+    }
 }

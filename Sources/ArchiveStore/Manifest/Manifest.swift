@@ -169,6 +169,13 @@ final class Manifest: Sendable {
         }
     }
 
+    /// Copies the WAL's committed pages into the database file, off a writer's path: a
+    /// passive checkpoint, which waits for no reader and stops at the first page one still
+    /// needs. Its flushes make nothing durable that a commit had not already.
+    func checkpoint() throws {
+        try connection.withLock { try $0.execute("PRAGMA wal_checkpoint(PASSIVE)") }
+    }
+
     /// Nanoseconds since 1970, from the real-time clock.
     /// Within this many nanoseconds of a file's mtime, a rewrite of the same size could keep
     /// its stamp (file system clocks are coarse), so a stamp that new is not trusted.

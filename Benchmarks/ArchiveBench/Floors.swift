@@ -1,0 +1,70 @@
+import BenchSupport
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// The C floors of workloads 1 and 2: the file-system calls of a durability order, with no
+// encoding and no manifest.
+
+/// One file that grows by whole pages per write, each flushed with `fdatasync`: what one
+/// commit of SQLite's WAL at `synchronous=FULL` costs at least.
+struct AppendedLog {
+    let fd: Int32
+    let path: String
+
+    init(_ path: String) throws {
+        self.path = path
+        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        if fd < 0 { throw BenchError("open \(path): \(String(cString: strerror(errno)))") }
+    }
+
+    func close() { _ = Glibc.close(fd) }
+
+    /// Appends `bytes` padded to a whole number of 4 KiB pages (at least one) in one write,
+    /// and flushes them.
+    func append(_ bytes: [UInt8]) throws {
+        let page = bytes + [UInt8](repeating: 0, count: max(4096, (bytes.count + 4095) / 4096 * 4096) - bytes.count)
+        let written = page.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        if written != page.count || fdatasync(fd) != 0 { throw BenchError("append \(path): \(String(cString: strerror(errno)))") }
+    }
+}
+
+/// A directory written with plain system calls.
+struct RawDirectory {
+    let fd: Int32
+    /// Where temp files are made: `fd` itself, or a staging directory.
+    let tempFD: Int32
+    let path: String
+
+    /// `staging`: the directory to make temp files in, when not `path`.
+    init(_ path: String, staging: String? = nil) throws {
+        self.path = path
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd < 0 { throw BenchError("open \(path): \(String(cString: strerror(errno)))") }
+        tempFD = staging.map { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) } ?? fd
+        if tempFD < 0 { throw BenchError("open \(staging ?? path): \(String(cString: strerror(errno)))") }
+    }
+
+    func close() {
+        if tempFD != fd { _ = Glibc.close(tempFD) }
+        _ = Glibc.close(fd)
+    }
+
+    /// Writes a temp file, `fsync`s it when asked (Foundation's `.atomic`) and renames it to `name`.
+    func write(_ bytes: [UInt8], as name: String, sync: Bool) throws {
+        let temp = ".tmp." + name
+        let file = openat(tempFD, temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        try check(file >= 0, "open", temp)
+        let written = bytes.withUnsafeBytes { Glibc.write(file, $0.baseAddress, $0.count) }
+        try check(written == bytes.count, "write", temp)
+        if sync { try check(fsync(file) == 0, "fsync", temp) }
+        _ = Glibc.close(file)
+        try check(renameat(tempFD, temp, fd, name) == 0, "rename", name)
+    }
+
+    private func check(_ ok: Bool, _ call: String, _ name: String) throws {
+        if !ok { throw BenchError("\(call) \(path)/\(name): \(String(cString: strerror(errno)))") }
+    }
+}
