@@ -22,7 +22,7 @@ struct RemoteBench: ParsableCommand {
         commandName: "remote-bench",
         abstract: "`archive-sync sync` over ssh against rsync -a -e ssh on the same files, through an sshd of its own on 127.0.0.1.",
         discussion: """
-            Workloads (the issue's benchmark 5), each against rsync -a -e ssh on the same files: 1 first sync of N objects of 512 bytes into an empty store, against rsync followed by sync -f of the far directory; 2 no-op sync of the same, the time beyond ssh's own connection; 3 1,000 objects changed with the far side watched, against rsync and rsync --fsync.
+            Workloads (the issue's benchmark 5), each against rsync -a -e ssh on the same files: 1 first sync of N objects of 512 bytes into an empty store, against rsync followed by sync -f of the far directory; 2 no-op sync of the same, the time beyond ssh's own connection; 3 1,000 objects changed with the far side watched, against rsync and rsync --fsync. Workloads 2 and 3 also measure their floor over the same ssh: every file stat'ed on both sides at once (2), 1,000 files written on the far side and flushed once (3). Without workload 1, its syncs still run (untimed) to fill the far stores.
 
             Exit status: 0 when every workload ran (a missed target prints FAIL), 1 when one failed to run, 2 for bad usage. See Benchmarks/README.md.
             """
@@ -34,9 +34,24 @@ struct RemoteBench: ParsableCommand {
     @Option(help: ArgumentHelp("Repetitions of each workload (less than 1 counts as 1); medians are reported.", valueName: "N"))
     var runs = 3
 
+    @Option(help: ArgumentHelp("Run only workload N (1-3); repeat or separate with commas for several.", valueName: "N[,N...]"))
+    var only: [WorkloadNumbers] = []
+
+    /// The far side of workload 2's floor: list and stat every entry of a directory.
+    @Option(help: .hidden)
+    var statFloor: String?
+
+    /// The far side of workload 3's floor: write 1,000 files into a directory, flushed once.
+    @Option(help: .hidden)
+    var writeFloor: String?
+
     @OptionGroup var scratch: ScratchOption
 
     @OptionGroup var archiveSync: ArchiveSyncOption
+
+    func validate() throws {
+        _ = try WorkloadNumbers.selected(only, of: 1...3)
+    }
 }
 
 func timed(_ what: String, _ executable: String, _ arguments: [String]) throws -> Double {
@@ -58,6 +73,8 @@ struct Timings {
 
 extension RemoteBench {
     func run() throws {
+        if try runFarSidePart() { return }
+        let selected = try WorkloadNumbers.selected(only, of: 1...3)
         let count = quick ? 10_000 : 100_000
         let runs = max(1, self.runs)
         let base = scratch.directory
@@ -99,6 +116,7 @@ extension RemoteBench {
             var noop = Timings()
             var changed = Timings()
             var connection: [Double] = []
+            var floors = (noop: [Double](), changed: [Double]())
             var lastB = ""
             var lastR = ""
             for run in 0..<runs {
@@ -122,12 +140,14 @@ extension RemoteBench {
                     { first.ours.append(try timed("first sync", cli, ["sync", a, "root@127.0.0.1:" + b] + remote)) },
                     { first.rsync.append(try timed("first rsync", rsync, rsyncSSH + [source, "root@127.0.0.1:" + r + "/"])) },
                     {
+                        guard selected.contains(1) else { return }  // only to be timed
                         // What the store's durability costs rsync: every file it wrote flushed
                         // (`sync -f`: the file system of the far directory, here the same one).
                         let copy = try timed("first rsync before sync -f", rsync, rsyncSSH + [source, "root@127.0.0.1:" + rs + "/"])
                         first.rsyncThenSync.append(copy + (try timed("sync -f", syncProgram, ["-f", rs])))
                     },
-                    { try flushedReference(&first, "first", into: rf) },
+                    // (Workload 3 syncs 1,000 changes into the same copy.)
+                    { if !selected.isDisjoint(with: [1, 3]) { try flushedReference(&first, "first", into: rf) } },
                 ])
                 // B's files settle too. The first scan after that re-hashes the files the sync wrote
                 // (their stamps were recorded within the window in which a stamp cannot be trusted), once;
@@ -136,46 +156,57 @@ extension RemoteBench {
                 let settling = try timed("settling sync", cli, ["sync", a, "root@127.0.0.1:" + b] + remote)
                 let settlingCopy = try timed("settling rsync", rsync, rsyncSSH + [source, "root@127.0.0.1:" + r + "/"])
                 connection.append(try timed("ssh alone", "/usr/bin/env", ssh))
-                noop.ours.append(try timed("no-op sync", cli, ["sync", a, "root@127.0.0.1:" + b] + remote))
-                noop.rsync.append(try timed("no-op rsync", rsync, rsyncSSH + [source, "root@127.0.0.1:" + r + "/"]))
+                if selected.contains(2) {
+                    noop.ours.append(try timed("no-op sync", cli, ["sync", a, "root@127.0.0.1:" + b] + remote))
+                    noop.rsync.append(try timed("no-op rsync", rsync, rsyncSSH + [source, "root@127.0.0.1:" + r + "/"]))
+                    floors.noop.append(try measureStatFloor(ssh: Array(ssh.dropLast()), near: source, far: b + "/" + Blob.collection))
+                }
 
                 // 1,000 changed, with the far side watched (by a watcher on its host, as a live
                 // or cron set-up has it): the sync does not scan it.
-                let farWatcher = try startWatcher(cli: cli, store: b)
-                defer { farWatcher.stop() }
-                try waitUntilCurrent(cli: cli, stores: [b])
-                let fill = Character(UnicodeScalar(UInt8(ascii: "a") + UInt8(run % 26)))
-                try store.batch { tx in
-                    for i in stride(from: run, to: count, by: count / 1_000) {
-                        try tx.save(Blob(i, fill: fill), forKey: Blob.key(i), in: Blob.collection)
+                if selected.contains(3) {
+                    let farWatcher = try startWatcher(cli: cli, store: b)
+                    defer { farWatcher.stop() }
+                    try waitUntilCurrent(cli: cli, stores: [b])
+                    let fill = Character(UnicodeScalar(UInt8(ascii: "a") + UInt8(run % 26)))
+                    try store.batch { tx in
+                        for i in stride(from: run, to: count, by: count / 1_000) {
+                            try tx.save(Blob(i, fill: fill), forKey: Blob.key(i), in: Blob.collection)
+                        }
                     }
+                    try inTurn([
+                        { changed.ours.append(try timed("sync of 1,000 changes", cli, ["sync", a, "root@127.0.0.1:" + b] + remote)) },
+                        { changed.rsync.append(try timed("rsync of 1,000 changes", rsync, rsyncSSH + [source, "root@127.0.0.1:" + r + "/"])) },
+                        { try flushedReference(&changed, "1,000 changes", into: rf) },
+                    ])
+                    floors.changed.append(try measureWriteFloor(ssh: Array(ssh.dropLast()), into: try scratch.sub("floor\(run)")))
                 }
-                try inTurn([
-                    { changed.ours.append(try timed("sync of 1,000 changes", cli, ["sync", a, "root@127.0.0.1:" + b] + remote)) },
-                    { changed.rsync.append(try timed("rsync of 1,000 changes", rsync, rsyncSSH + [source, "root@127.0.0.1:" + r + "/"])) },
-                    { try flushedReference(&changed, "1,000 changes", into: rf) },
-                ])
                 // Each run's stores are left in place until the end (see ScratchDirectory).
+                func last(_ values: [Double]) -> String { values.last.map { milliseconds($0) } ?? "-" }
                 print(
-                    "run \(run + 1): first \(milliseconds(first.ours.last!)) vs \(milliseconds(first.rsync.last!)) (with sync -f \(milliseconds(first.rsyncThenSync.last!))); first no-op (settling, not in the table) \(milliseconds(settling)) vs \(milliseconds(settlingCopy)); no-op \(milliseconds(noop.ours.last!)) vs \(milliseconds(noop.rsync.last!)); 1,000 changed, far side watched \(milliseconds(changed.ours.last!)) vs \(milliseconds(changed.rsync.last!)); ssh alone \(milliseconds(connection.last!)); \(Int(creation)) us to create a file before it\(durableRsync ? "; rsync --fsync: first \(milliseconds(first.flushedRsync.last!)), 1,000 changed \(milliseconds(changed.flushedRsync.last!))" : "")"
+                    "run \(run + 1): first \(last(first.ours)) vs \(last(first.rsync)) (with sync -f \(last(first.rsyncThenSync))); first no-op (settling, not in the table) \(milliseconds(settling)) vs \(milliseconds(settlingCopy)); no-op \(last(noop.ours)) vs \(last(noop.rsync)) (floor: both sides stat'ed at once over ssh \(last(floors.noop))); 1,000 changed, far side watched \(last(changed.ours)) vs \(last(changed.rsync)) (floor: 1,000 files written and flushed once over ssh \(last(floors.changed))); ssh alone \(milliseconds(connection.last!)); \(Int(creation)) us to create a file before it\(durableRsync ? "; rsync --fsync: first \(last(first.flushedRsync)), 1,000 changed \(last(changed.flushedRsync))" : "")"
                 )
                 fflush(nil)
             }
             // The no-op again with both stores watched (the far one by a watcher on its host): neither
             // side scans, so what is left is ssh's connection and the exchange of two sequence numbers.
-            let watchers = try [a, lastB].map { try startWatcher(cli: cli, store: $0) }
+            let watchers = try selected.contains(2) ? [a, lastB].map { try startWatcher(cli: cli, store: $0) } : []
             defer {
                 for watcher in watchers {
                     watcher.stop()
                 }
             }
-            try waitUntilCurrent(cli: cli, stores: [a, lastB])
+            if !watchers.isEmpty { try waitUntilCurrent(cli: cli, stores: [a, lastB]) }
             var watched = Timings()
-            for _ in 0..<runs {
+            for _ in 0..<(watchers.isEmpty ? 0 : runs) {
                 watched.ours.append(try timed("watched no-op sync", cli, ["sync", a, "root@127.0.0.1:" + lastB] + remote))
                 watched.rsync.append(try timed("no-op rsync", rsync, rsyncSSH + [source, "root@127.0.0.1:" + lastR + "/"]))
             }
+            // Without workload 1, its syncs only filled B and rsync's copy.
+            if !selected.contains(1) { first = Timings() }
             report(count: count, floor: median(connection), first: first, noop: noop, watched: watched, changed: changed)
+            reportFloors(
+                connection: median(connection), noop: (floors.noop, noop.ours, noop.rsync), changed: (floors.changed, changed.ours, changed.rsync))
         } catch {
             print("remote-bench: ERROR: \(error)")
             Foundation.exit(1)
@@ -191,8 +222,10 @@ extension RemoteBench {
         print()
         print("| # | workload | target | archive-sync over ssh | anchor | anchor's time | ratio | verdict |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-        func row(_ number: Int, _ name: String, _ target: Double, ours: Double, _ anchor: String, _ theirs: [Double]) {
+        // A workload left out (`--only`) has no times: its rows are left out.
+        func row(_ number: Int, _ name: String, _ target: Double, ours: @autoclosure () -> Double, _ anchor: String, _ theirs: [Double]) {
             guard !theirs.isEmpty else { return }
+            let ours = ours()
             let r = ours / median(theirs)
             print(
                 "| \(number) | \(name) | <= \(ratio(target)) | \(milliseconds(ours)) | \(anchor) | \(milliseconds(median(theirs))) | **\(ratio(r))** | \(verdict(r <= target)) |"
@@ -207,6 +240,6 @@ extension RemoteBench {
         }
         row(3, "1,000 changed, far side watched", 0.5, ours: median(changed.ours), "`rsync -a -e ssh`", changed.rsync)
         row(3, "1,000 changed, far side watched", 0.5, ours: median(changed.ours), "`rsync -a --fsync -e ssh`", changed.flushedRsync)
-        if first.flushedRsync.isEmpty { print("(this rsync has no --fsync: its rows are left out)") }
+        if first.flushedRsync.isEmpty && !first.ours.isEmpty { print("(this rsync has no --fsync: its rows are left out)") }
     }
 }

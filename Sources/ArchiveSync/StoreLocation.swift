@@ -131,9 +131,17 @@ extension Sync {
             let name = "\(far.host):\(far.path)"
             connecting[index] = InBackground { try RemoteReplica(command: command, name: name, peer: peer) }
         }
-        let scanned = here.values.first.map { local in Result { try local.makeCurrentAhead() } }
-        let connected = try connecting.mapValues { try $0.value() }
-        try scanned?.get()
+        // The scan here runs on while the sync begins: the far side's part of making the
+        // stores current starts as soon as it is connected.
+        let local = here.values.first
+        local?.startMakingCurrentAhead()
+        let connected: [Int: RemoteReplica]
+        do {
+            connected = try connecting.mapValues { try $0.value() }
+        } catch {
+            local?.abandonMakingCurrentAhead()
+            throw error
+        }
         func side(_ index: Int) -> any SyncReplica { connected[index] ?? here[index]! }
         return (side(0), side(1))
     }

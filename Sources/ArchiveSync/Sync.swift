@@ -438,10 +438,14 @@ public final class Sync: Sendable {
     /// once every write is durable, never before; not at all when a write was skipped (an
     /// object changed meanwhile, perhaps only in its stamp, which gives it no new sequence):
     /// the next sync then compares the same rows again.
+    /// A checkpoint that would not move is not written again: a no-op then makes no durable
+    /// commit on either side (over ssh, a round trip and a flush on the far host).
     private func moveCheckpoints(_ walk: Walk, after report: SyncReport) throws {
         guard report.skipped.isEmpty else { return }
-        try a.setCheckpoint(for: b.replica, to: b.sequenceAfterOwnWrites(since: walk.sequenceB))
-        try b.setCheckpoint(for: a.replica, to: a.sequenceAfterOwnWrites(since: walk.sequenceA))
+        let ofB = try b.sequenceAfterOwnWrites(since: walk.sequenceB)
+        if ofB != walk.mergedOfB { try a.setCheckpoint(for: b.replica, to: ofB) }
+        let ofA = try a.sequenceAfterOwnWrites(since: walk.sequenceA)
+        if ofA != walk.mergedOfA { try b.setCheckpoint(for: a.replica, to: ofA) }
     }
 }
 

@@ -39,7 +39,8 @@ package final class LocalReplica: SyncReplica {
     package let store: ArchiveStore
     package let name: String
     private let lock = TracedMutex<SyncLock?>(nil)
-    private let madeCurrentAhead = TracedMutex<Bool?>(nil)
+    /// A scan started before the sync began (``startMakingCurrentAhead()``), not yet waited for.
+    private let madeCurrentAhead = TracedMutex<InBackground<Bool>?>(nil)
 
     package init(_ store: ArchiveStore, name: String? = nil) {
         self.store = store
@@ -55,20 +56,36 @@ package final class LocalReplica: SyncReplica {
 
     package var replica: ReplicaID { store.replica }
 
-    /// Makes the store current now, before the sync begins (while a far side connects); the
-    /// sync's own ``makeCurrent()`` then returns this result instead of scanning again. Safe:
-    /// what changes after the scan is the next sync's, as with a scan inside the sync.
-    package func makeCurrentAhead() throws {
-        let scanned = try makeCurrent()
-        madeCurrentAhead.withLock { $0 = scanned }
+    /// Starts making the store current now, on a thread of its own, before the sync begins
+    /// (while a far side connects); the sync's own ``makeCurrent()`` then waits for that scan
+    /// instead of scanning again. Safe: what changes after the scan is the next sync's, as with
+    /// a scan inside the sync. Not waited for here, so that the far side's own scan (or its
+    /// watcher's answer) starts as soon as it is connected, not once this scan is done.
+    package func startMakingCurrentAhead() {
+        let scan = InBackground { try self.scanUnlessWatched() }
+        madeCurrentAhead.withLock { $0 = scan }
+    }
+
+    /// Waits for a scan ``startMakingCurrentAhead()`` started, if any, and drops its outcome:
+    /// for a sync that fails before it begins, so that no scan outlives it.
+    package func abandonMakingCurrentAhead() {
+        _ = try? madeCurrentAhead.withLock({ value in
+            defer { value = nil }
+            return value
+        })?.value()
     }
 
     package func makeCurrent() throws -> Bool {
         if let ahead = madeCurrentAhead.withLock({ value in
-            defer { value = nil }; return value
+            defer { value = nil }
+            return value
         }) {
-            return ahead
+            return try ahead.value()
         }
+        return try scanUnlessWatched()
+    }
+
+    private func scanUnlessWatched() throws -> Bool {
         if try store.isKeptCurrentByWatcher() { return false }
         _ = try store.scan()
         return true

@@ -13,8 +13,8 @@ struct Walk {
     let sequenceA: Int
     let sequenceB: Int
     /// B's sequence that A has merged, and A's that B has: set when the walk is incremental.
-    private let mergedOfB: Int?
-    private let mergedOfA: Int?
+    let mergedOfB: Int?
+    let mergedOfA: Int?
 
     init(a: any SyncReplica, b: any SyncReplica, full: Bool) throws {
         self.a = a

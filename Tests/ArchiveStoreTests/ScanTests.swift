@@ -206,6 +206,13 @@ struct ScanTests {
         #expect(try store.scan().listedDirectories == 0)
     }
 
+    /// Rewrites `file` in place with `person`, its time a second later: its directory does not change.
+    private func editInPlace(_ file: String, with person: Person) throws {
+        let mtime = try modificationTime(of: file)
+        try overwrite(file, with: json(person))
+        try setModificationTime(of: file, to: shifted(mtime, bySeconds: 1))
+    }
+
     @Test func anUnchangedDirectoryIsNotListedButItsFilesAreStillLookedAt() async throws {
         try await withStore { store, path in
             for (index, key) in ["ada", "bob", "cy"].enumerated() { try store.save(Person(name: key, age: index), forKey: key) }
@@ -214,10 +221,7 @@ struct ScanTests {
             try await settle(store)
 
             // An edit in place does not change the directory: found by its file's stamp alone.
-            let file = path + "/Person/ada.json"
-            let mtime = try modificationTime(of: file)
-            try overwrite(file, with: json(Person(name: "Ada", age: 36)))
-            try setModificationTime(of: file, to: shifted(mtime, bySeconds: 1))
+            try editInPlace(path + "/Person/ada.json", with: Person(name: "Ada", age: 36))
             var report = try store.scan()
             #expect(report.listedDirectories == 0)
             #expect(report.changes.map(\.id.key) == ["ada"])
@@ -231,6 +235,26 @@ struct ScanTests {
             report = try store.scan()
             #expect(report.listedDirectories == 1)
             #expect(Set(report.changes.map { "\($0.kind) \($0.id.key)" }) == ["deleted bob", "created dan"])
+        }
+    }
+
+    /// An unchanged directory of more rows than one chunk of ``UnchangedLooks``: its files are
+    /// stat'ed a chunk at a time while the rows are still read, and every edit in place is
+    /// found once, whichever chunk it falls in, in the manifest's row order.
+    @Test func anUnchangedDirectoryOfSeveralChunksHasEveryEditFound() async throws {
+        try await withStore { store, path in
+            let count = UnchangedLooks.chunk * 2 + 100
+            try store.batch { tx in
+                for n in 0..<count { try tx.save(Person(name: "p", age: n), forKey: "p\(n)") }
+            }
+            try await settle(store)
+            let edited = stride(from: 0, to: count, by: 4_000).map { "p\($0)" } + ["p\(count - 1)"]
+            for key in edited { try editInPlace(path + "/Person/\(key).json", with: Person(name: "edited", age: 1)) }
+            let report = try store.scan()
+            #expect(report.listedDirectories == 0)
+            #expect(report.changes.map(\.id.key) == edited.sorted())
+            #expect(report.changes.allSatisfy { $0.kind == .modified })
+            #expect(report.unchanged == count - edited.count)
         }
     }
 

@@ -84,6 +84,33 @@ struct IncrementalSyncTests {
         }
     }
 
+    /// A no-op sync writes neither checkpoint again (each would keep its sequence): no durable
+    /// commit on either side. The peers table's `updated` time would change with each write.
+    @Test func aNoOpSyncLeavesBothCheckpointsUnwritten() async throws {
+        try await withTemporaryDirectory { dir in
+            let (a, b) = (try ArchiveStore(directory: dir + "/a"), try ArchiveStore(directory: dir + "/b"))
+            try put(a, "x", "{\"v\":0}")
+            try put(b, "y", "{\"v\":1}")
+            _ = try await Sync(local: a, remote: b).run()
+            _ = try await Sync(local: a, remote: b).run()
+            func written() throws -> [Int64?] {
+                try ["a", "b"].map { side in
+                    try SQLiteConnection(path: dir + "/\(side)/.archive-sync/manifest.sqlite").first("SELECT updated FROM peers") { $0.int(0) }
+                }
+            }
+            let before = try written()
+            #expect(before.allSatisfy { $0 != nil })
+            let noOp = try await Sync(local: a, remote: b).run()
+            #expect(noOp.incremental && noOp.changes == 0 && noOp.vectorsMerged == 0, "\(noOp)")
+            #expect(try written() == before)
+            // A change still moves both.
+            try put(a, "x", "{\"v\":2}")
+            _ = try await Sync(local: a, remote: b).run()
+            #expect(try written().allSatisfy { $0 != nil } && written() != before)
+            #expect(try a.liveHashes() == b.liveHashes())
+        }
+    }
+
     /// Vectors merged by one sync reach a third store: C's later edit is then a plain copy, not
     /// a conflict.
     @Test func mergedVectorsReachAThirdStore() async throws {

@@ -351,32 +351,41 @@ extension ArchiveStore {
         throws
     {
         // A few bytes per object: names in one buffer, and each stamp (one that cannot match
-        // when the row has none or is racy, so that its file is read).
+        // when the row has none or is racy, so that its file is read), a chunk at a time.
         let unmatchable = FileStamp(size: -1, mtimeNanoseconds: 0, inode: 0)
+        let directory = try FileSystem.openDirectory(directoryName, in: root, path: path.appendingComponent(directoryName))
+        let looks = UnchangedLooks(in: directory)
         var files = NameList()
         var stamps: [FileStamp] = []
-        try manifest.read { tx in
-            try tx.forEachStamp(in: collection) { row in
-                guard !row.isDeleted else { return }
-                row.withFile { files.append($0) }
-                stamps.append(row.racy ? unmatchable : row.stamp ?? unmatchable)
+        var start = 0
+        func handOver(last: Bool) {
+            looks.look(files, stamps, start: start, last: last)
+            start += stamps.count
+            files = NameList()
+            stamps = []
+        }
+        // Chunks handed over while rows are still read; a failed read waits for them (no stat
+        // outlives the scan) before it throws.
+        do {
+            try manifest.read { tx in
+                try tx.forEachStamp(in: collection) { row in
+                    guard !row.isDeleted else { return }
+                    row.withFile { files.append($0) }
+                    stamps.append(row.racy ? unmatchable : row.stamp ?? unmatchable)
+                    if stamps.count == UnchangedLooks.chunk { handOver(last: false) }
+                }
             }
+        } catch {
+            _ = try? looks.results()
+            throw error
         }
-        let directory = try FileSystem.openDirectory(directoryName, in: root, path: path.appendingComponent(directoryName))
-        let looks = try parallelMap(files.count) { [files, stamps] index -> Look in
-            guard let status = try Self.status(files, index, in: directory) else { return .gone }
-            guard status.kind == .regular else { return .notRegular(status.kind) }
-            return status.stamp == stamps[index] ? .unchanged : .changed
-        }
-        var found: [(index: Int, look: Look)] = []
-        for (index, look) in looks.enumerated() {
-            if case .unchanged = look { report.unchanged += 1 } else { found.append((index, look)) }
-        }
+        handOver(last: true)
+        let (unchanged, found) = try looks.results()
+        report.unchanged += unchanged
         guard !found.isEmpty else { return }
         // The few that changed: their keys (a long file name is hashed, so ask the manifest).
         try manifest.read { tx in
-            for (index, look) in found {
-                let file = files.name(index)
+            for (file, look) in found {
                 guard let row = try tx.object(holding: file, in: collection) ?? tx.object(named: file, in: collection) else { continue }  // its row went meanwhile
                 if let problem = FileName.problem(withFile: file, ofKey: row.id.key) {
                     candidates.append(
@@ -400,11 +409,5 @@ extension ArchiveStore {
         let (found, entry) = try damagedRowsFile(row, collection: collection, directoryName: directoryName, in: directory)
         report.ignored.append(entry)
         return Candidate(collection: collection, directoryName: directoryName, file: found ?? row.file, key: row.key)
-    }
-
-    /// What ``examineUnchanged(_:of:into:report:)`` found at a row's file.
-    private enum Look {
-        case unchanged, changed, gone
-        case notRegular(FileStatus.Kind)
     }
 }
