@@ -57,6 +57,7 @@ extension Bench {
         var list: [(Double, Requests)] = []
         var inProcess: [Double] = []
         var floors: [Double] = []
+        var statuses: [Double] = []
         for _ in 0..<runs {
             let synced = try sync(a, bucket)
             noop.append((synced.seconds, synced.requests))
@@ -66,6 +67,7 @@ extension Bench {
             let opened = try timed("archive-sync status", cli, ["status", a])
             let requests = try gateway.timeNoOpRequests(bucket: "bench", marker: "a/replica", prefix: "a/log/")
             floors.append(opened + requests)
+            statuses.append(opened)
             print(
                 "1. no-op sync (watched): \(milliseconds(synced.seconds)), requests \(synced.requests); one LIST: aws s3api \(milliseconds(listed.seconds)), the S3 client in this process \(milliseconds(inProcess.last!)); floor \(milliseconds(floors.last!)) = status \(milliseconds(opened)) + probe PUT and LIST in this process \(milliseconds(requests))"
             )
@@ -91,6 +93,14 @@ extension Bench {
             row(
                 "1. the same vs its floor (status of the watched store + probe PUT and LIST in-process)", "<= 1.1x", noopTime, floor, 1.1,
                 "\(noopRequests) vs 2", noopTime <= 1.1 * floor))
+        // The sync sends its two requests before it opens the store, and they are answered while
+        // it opens (docs/bucket.md): what is left of their time beyond the open is the sync's
+        // own, so its floor is the process that opens the store and asks its watcher alone.
+        let statusTime = median(statuses)
+        rows.append(
+            row(
+                "1. the same vs status of the watched store alone (the requests run while the store opens)", "<= 1.1x", noopTime, statusTime,
+                1.1, "\(noopRequests) vs 0", noopTime <= 1.1 * statusTime))
         fflush(nil)
 
         // 2. 1,000 changed objects, against aws s3 cp --recursive of the same 1,000 files.

@@ -16,8 +16,11 @@ package final class BucketCache: Sendable {
 
     /// Opens (or makes) the cache at `path` for the bucket replica `replica`. A cache made for
     /// another replica (the prefix was made anew) is emptied: its fold is of another bucket.
-    package init(path: String, replica: ReplicaID) throws {
-        let connection = try SQLiteConnection(path: path, mode: .create)
+    package convenience init(path: String, replica: ReplicaID) throws {
+        try self.init(connection: try SQLiteConnection(path: path, mode: .create), replica: replica)
+    }
+
+    private init(connection: sending SQLiteConnection, replica: ReplicaID) throws {
         // FULL: a commit that returned is on disk, so the change sequence never goes back
         // below a checkpoint a store recorded after it.
         try connection.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;")
@@ -33,12 +36,15 @@ package final class BucketCache: Sendable {
         db = TracedMutex(connection)
     }
 
-    /// The replica the cache at `path` was made for; nil when there is no cache there yet.
-    package static func replica(at path: String) throws -> ReplicaID? {
+    /// The cache at `path` and the replica it was made for, opened once; nil when there is no
+    /// cache there yet.
+    package static func existing(at path: String) throws -> (cache: BucketCache, replica: ReplicaID)? {
         guard FileManager.default.fileExists(atPath: path) else { return nil }
         let connection = try SQLiteConnection(path: path, mode: .existing)
-        guard try connection.first("SELECT 1 FROM sqlite_master WHERE name = 'meta'", [], { _ in true }) ?? false else { return nil }
-        return try connection.first("SELECT value FROM meta WHERE name = 'replica'") { ReplicaID(rawValue: $0.text(0)) }
+        guard try connection.first("SELECT 1 FROM sqlite_master WHERE name = 'meta'", [], { _ in true }) ?? false,
+            let replica = try connection.first("SELECT value FROM meta WHERE name = 'replica'", [], { ReplicaID(rawValue: $0.text(0)) })
+        else { return nil }
+        return (try BucketCache(connection: connection, replica: replica), replica)
     }
 
     private static let schema = """

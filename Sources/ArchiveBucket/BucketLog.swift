@@ -24,23 +24,33 @@ package struct BucketLog: Sendable {
     /// A log with a gap (segments a compaction deleted, or a listing lagging behind a write)
     /// sends the reader to the newest snapshot it has not read, and the logs it moved are
     /// listed once more after it.
+    ///
+    /// `firstPage`, when given, is the listing's first page already requested (see
+    /// ``OpeningRequests``): it stands for the first request.
     /// - Returns: whether the view changed.
     @discardableResult
-    package func catchUp() async throws -> Bool {
-        let (changed, gap) = try await catchUpLogs()
+    package func catchUp(firstPage: Task<KeyPage, any Error>? = nil) async throws -> Bool {
+        let (changed, gap) = try await catchUpLogs(firstPage: firstPage)
         guard gap, try await foldNewestSnapshot() else { return changed }
         _ = try await catchUpLogs()
         return true
     }
 
     /// One pass of ``catchUp()``: whether the view changed, and whether some log stopped at a gap.
-    private func catchUpLogs() async throws -> (changed: Bool, gap: Bool) {
+    private func catchUpLogs(firstPage: Task<KeyPage, any Error>? = nil) async throws -> (changed: Bool, gap: Bool) {
         let positions = try cache.logPositions()
         let pushed = try cache.pushedKeys()
         var found: [ReplicaID: [SegmentName]] = [:]
         var after: String?
+        var sent = firstPage
         while true {
-            let page = try await storage.keyPage(under: layout.logs, after: after)
+            let page: KeyPage
+            if let request = sent {
+                page = try await request.value
+                sent = nil
+            } else {
+                page = try await storage.keyPage(under: layout.logs, after: after)
+            }
             for name in page.keys.compactMap(layout.segmentName) where name.key > (positions[name.replica]?.key ?? "") {
                 found[name.replica, default: []].append(name)
             }

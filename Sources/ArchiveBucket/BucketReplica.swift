@@ -1,7 +1,6 @@
 import ArchiveLocking
 import ArchiveStore
 import ArchiveSync
-import Crypto
 import Foundation
 
 /// A bucket prefix as one side of a sync (docs/bucket.md): a replica with an id of its own,
@@ -29,15 +28,19 @@ package final class BucketReplica: PolledReplica {
     /// a client this replica owns.
     private let close: TracedMutex<(@Sendable () async throws -> Void)?>
     private let closesAtEnd: Bool
+    /// The opening requests sent ahead (``sendOpeningRequests()``, or a ``BucketOpening``),
+    /// each taken by the step that needs it.
+    private let opening = TracedMutex(OpeningRequests())
 
     /// Opens the bucket replica at `prefix` for a sync with the store `pusher`, whose cache of
     /// it is a file in `cacheDirectory` named after `cacheKey` (the endpoint, bucket and prefix).
     ///
-    /// Reads the marker unless the cache already names the replica.
+    /// Reads the marker unless the cache already names the replica. With `opening` (made for
+    /// the same store directory and bucket), takes over its cache and the requests it sent.
     /// - Throws: ``BucketError/notAReplica(location:)`` when the prefix has no marker.
     package init(
         storage: any BucketStorage, prefix: String, name: String, cacheDirectory: String, cacheKey: String, pusher: ReplicaID,
-        close: (@Sendable () async throws -> Void)? = nil, closesAtEnd: Bool = true
+        opening: BucketOpening? = nil, close: (@Sendable () async throws -> Void)? = nil, closesAtEnd: Bool = true
     ) throws {
         self.storage = storage
         self.close = TracedMutex(close)
@@ -45,18 +48,28 @@ package final class BucketReplica: PolledReplica {
         self.name = name
         self.pusher = pusher
         layout = BucketLayout(prefix: prefix)
-        let digest = SHA256.hash(data: Data(cacheKey.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
-        let path = cacheDirectory + "/bucket-" + digest + ".sqlite"
-        let known = try BucketCache.replica(at: path)
-        if let known {
-            replica = known
+        if let opening {
+            replica = opening.replica
+            cache = opening.cache
+        } else if let existing = try BucketCache.existing(at: BucketCache.path(in: cacheDirectory, key: cacheKey)) {
+            replica = existing.replica
+            cache = existing.cache
         } else {
             let layout = layout
             guard let data = try blocking({ try await storage.read(layout.marker) }) else { throw BucketError.notAReplica(location: name) }
             replica = try BucketMarker.decode(data, key: layout.marker).replica
+            cache = try BucketCache(path: BucketCache.path(in: cacheDirectory, key: cacheKey), replica: replica)
         }
-        cache = try BucketCache(path: path, replica: replica)
         log = BucketLog(storage: storage, layout: layout, cache: cache)
+        if let opening { self.opening.withLock { $0 = opening.requests } }
+    }
+
+    /// Sends the probe and the first page of the listing now, for the sync about to begin: its
+    /// ``begin()`` and ``makeCurrent()`` then wait for answers already under way (see
+    /// ``OpeningRequests``). For one sync only: a live session's replica probes at each cycle.
+    package func sendOpeningRequests() {
+        let requests = OpeningRequests.send(storage: storage, layout: layout, replica: replica, name: name)
+        opening.withLock { $0 = requests }
     }
 
     /// Makes a bucket replica at `prefix`: checks that the server enforces conditional writes,
@@ -77,24 +90,19 @@ package final class BucketReplica: PolledReplica {
         return (try BucketMarker.decode(data, key: layout.marker).replica, false)
     }
 
-    private static func randomName() -> String { String(format: "%016llx", UInt64.random(in: .min ... .max)) }
+    static func randomName() -> String { String(format: "%016llx", UInt64.random(in: .min ... .max)) }
 
     /// Checks that the server still enforces conditional writes and the marker is still
-    /// there: the marker's bytes with a probe field added, written over it with
-    /// `If-None-Match: *`, must be refused (a PUT, and the GET with which the client tells a
-    /// refusal from its own retried write). A server that ignores the condition has only
-    /// written a marker that names the same replica.
+    /// there (``probeConditionalWrites(storage:marker:replica:name:)``), or waits for the
+    /// probe sent ahead.
     package func begin() throws {
         firstOther.withLock { $0 = nil }
-        let (storage, key, replica, name) = (storage, layout.marker, replica, name)
-        try blocking {
-            let probe = { BucketMarker(replica: replica, probe: Self.randomName()).encoded() }
-            guard try await storage.write(key, probe(), ifAbsent: true) else { return }
-            // Written: the marker was gone, or the server ignores the condition. A second try tells which.
-            guard !(try await storage.write(key, probe(), ifAbsent: true)) else { throw BucketError.conditionalWritesIgnored(location: name) }
-            try await storage.delete(key)
-            throw BucketError.markerMissing(location: name)
+        let sent = opening.withLock { requests in
+            defer { requests.probe = nil }; return requests.probe
         }
+        if let sent { return try blocking { try await sent.value } }
+        let (storage, key, replica, name) = (storage, layout.marker, replica, name)
+        try blocking { try await probeConditionalWrites(storage: storage, marker: key, replica: replica, name: name) }
     }
 
     package func end() {
@@ -102,6 +110,10 @@ package final class BucketReplica: PolledReplica {
     }
 
     package func disconnect() {
+        opening.withLock { requests in
+            requests.cancel()
+            requests = OpeningRequests()
+        }
         guard
             let close = close.withLock({ value in
                 defer { value = nil }; return value
@@ -112,10 +124,14 @@ package final class BucketReplica: PolledReplica {
 
     deinit { disconnect() }
 
-    /// Reads the logs' new segments into the cache.
+    /// Reads the logs' new segments into the cache, starting from the listing's first page
+    /// when it was sent ahead.
     package func makeCurrent() throws -> Bool {
         let log = log
-        _ = try blocking { try await log.catchUp() }
+        let sent = opening.withLock { requests in
+            defer { requests.firstPage = nil }; return requests.firstPage
+        }
+        _ = try blocking { try await log.catchUp(firstPage: sent) }
         return false
     }
 

@@ -58,7 +58,9 @@ public enum BucketReplicas {
                 Thread {
                     continuation.resume(
                         with: Result {
-                            try Sync(a: LocalReplica(store), b: try replica(for: store, at: location, client: client), options: options).runNow()
+                            let bucket = try replica(for: store, at: location, client: client)
+                            bucket.sendOpeningRequests()
+                            return try Sync(a: LocalReplica(store), b: bucket, options: options).runNow()
                         })
                 }.start()
             }
@@ -79,16 +81,29 @@ public enum BucketReplicas {
     }
 
     /// The bucket replica at `location` as `store` syncs with it, over `client`; `close` runs
-    /// when the sync ends. Blocks while it reads the marker (once per store): call it off
-    /// Swift's concurrency pool.
+    /// when the sync ends. With `opening` (``opening(forStoreAt:at:client:)`` of the same
+    /// store and location), its cache and requests are taken over. Blocks while it reads the
+    /// marker (once per store): call it off Swift's concurrency pool.
     package static func replica(
-        for store: ArchiveStore, at location: S3Location, client: S3Client, close: (@Sendable () async throws -> Void)? = nil,
-        closesAtEnd: Bool = true
+        for store: ArchiveStore, at location: S3Location, client: S3Client, opening: BucketOpening? = nil,
+        close: (@Sendable () async throws -> Void)? = nil, closesAtEnd: Bool = true
     ) throws -> BucketReplica {
         let metadata = store.path + "/" + ArchiveStore.metadataDirectoryName
-        let cacheKey = "\(client.configuration.endpoint.absoluteString) \(location.bucket) \(location.prefix)"
         return try BucketReplica(
-            storage: client, prefix: location.prefix, name: location.description, cacheDirectory: metadata, cacheKey: cacheKey, pusher: store.replica,
-            close: close, closesAtEnd: closesAtEnd)
+            storage: client, prefix: location.prefix, name: location.description, cacheDirectory: metadata,
+            cacheKey: cacheKey(location, client: client), pusher: store.replica, opening: opening, close: close, closesAtEnd: closesAtEnd)
+    }
+
+    /// The start of a sync of the store in `directory` with `location`, made before the store
+    /// is opened (see ``BucketOpening``): nil when the store has no cache of the bucket yet.
+    package static func opening(forStoreAt directory: String, at location: S3Location, client: S3Client) throws -> BucketOpening? {
+        try BucketOpening(
+            storage: client, prefix: location.prefix, name: location.description, storeDirectory: directory,
+            cacheKey: cacheKey(location, client: client))
+    }
+
+    /// What names a store's cache of `location`: the endpoint, bucket and prefix.
+    private static func cacheKey(_ location: S3Location, client: S3Client) -> String {
+        "\(client.configuration.endpoint.absoluteString) \(location.bucket) \(location.prefix)"
     }
 }

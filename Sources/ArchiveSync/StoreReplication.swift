@@ -166,9 +166,11 @@ extension ArchiveStore {
         return try readManifest { sql in try sql.first("SELECT seq FROM peers WHERE replica = ?", [.text(peer.rawValue)]) { Int($0.int(0)) } }
     }
 
-    /// Records that this store has merged `peer`'s changes through `sequence`.
+    /// Records that this store has merged `peer`'s changes through `sequence`. A checkpoint
+    /// already there is not written again: a sync that found nothing to do commits nothing
+    /// (a commit waits for the disk, and for the manifest's write lock a watcher may hold).
     package func setCheckpoint(for peer: ReplicaID, to sequence: Int) throws {
-        try install(syncTables)
+        guard try checkpoint(for: peer) != sequence else { return }
         try writeManifest { sql in
             try sql.run(
                 "INSERT OR REPLACE INTO peers(replica, seq, updated) VALUES(?, ?, ?)",

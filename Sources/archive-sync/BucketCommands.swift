@@ -58,15 +58,21 @@ extension StorePairArguments {
             throw ValidationError("a bucket syncs with a store in a directory on this host, not with \(path)")
         }
         let location = try S3Location(parsing: url)
-        let store = try Sync.openStore(path, create: create)
         let client = try client(for: location)
+        let store: ArchiveStore
         let bucket: BucketReplica
+        // The sync's two first requests go out before the store is opened (a store that has
+        // synced with the bucket before names it in its cache) and are answered while it opens.
+        let opening = try? BucketReplicas.opening(forStoreAt: path, at: location, client: client)
         do {
-            bucket = try BucketReplicas.replica(for: store, at: location, client: client) { try await client.shutdown() }
+            store = try Sync.openStore(path, create: create)
+            bucket = try BucketReplicas.replica(for: store, at: location, client: client, opening: opening) { try await client.shutdown() }
         } catch {
+            opening?.cancel()
             _ = try? blocking { try await client.shutdown() }
             throw error
         }
+        if opening == nil { bucket.sendOpeningRequests() }
         let local = LocalReplica(store)
         return isBucketURL(a) ? Sync(a: bucket, b: local, options: options) : Sync(a: local, b: bucket, options: options)
     }

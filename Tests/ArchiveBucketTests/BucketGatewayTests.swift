@@ -154,6 +154,52 @@ import Testing
         }
     }
 
+    /// The command's no-op sync sends the probe and the listing at once, before it opens the
+    /// store (its cache names the bucket): the proxy holds the first request until the second
+    /// is in flight, which a sync that sends them one after the other never gets to.
+    @Test func theCommandSendsTheProbeAndTheListingAtOnce() async throws {
+        let gateway = try await CephGateway.shared()
+        let proxy = try await FaultyS3Proxy.start(upstream: gateway.endpoint)
+        defer { Task { try? await proxy.stop() } }
+        let bucket = try await gateway.makeBucket()
+        let environment = gatewayEnvironment(proxy.endpoint)
+        let url = "s3://\(bucket)/replica"
+        try await withTemporaryDirectory { dir in
+            let a = try await syncedStore(dir + "/a", with: url, environment: environment)
+            let before = proxy.counts.requests
+            proxy.gather(2)
+            let noOp = try await runArchiveSyncOffPool(["sync", a.path, url], environment: environment)
+            #expect(noOp.status == 0, "\(noOp)")
+            #expect(proxy.counts.requests - before == 2)
+            #expect(proxy.maxInFlight == 2)
+        }
+    }
+
+    /// A sync that finds nothing to do commits nothing to the store: its checkpoint of the
+    /// bucket, already where it would move it, is not written again.
+    @Test func aNoOpSyncDoesNotWriteTheStoresCheckpoint() async throws {
+        let gateway = try await CephGateway.shared()
+        let bucket = try await gateway.makeBucket()
+        let environment = gatewayEnvironment(gateway.endpoint)
+        let url = "s3://\(bucket)/replica"
+        try await withTemporaryDirectory { dir in
+            let a = try await syncedStore(dir + "/a", with: url, environment: environment)
+            // When each checkpoint was last written, in ns: a write sets it to the time.
+            func written() throws -> [Int64] {
+                try a.readManifest { sql in
+                    var times: [Int64] = []
+                    try sql.query("SELECT updated FROM peers ORDER BY replica") { times.append($0.int(0)) }
+                    return times
+                }
+            }
+            let before = try written()
+            #expect(before.count == 1)
+            let noOp = try await runArchiveSyncOffPool(["sync", a.path, url], environment: environment)
+            #expect(noOp.status == 0, "\(noOp)")
+            #expect(try written() == before)
+        }
+    }
+
     @Test func theCommandSaysWhatIsWrongInOneSentence() async throws {
         let gateway = try await CephGateway.shared()
         let bucket = try await gateway.makeBucket()
@@ -181,6 +227,18 @@ import Testing
         #expect(result.status == 2, "\(result)")
         #expect(result.errorOutput.contains("ignores conditional writes"), "\(result)")
     }
+}
+
+/// A store of one object at `path`, synced by the command with the bucket replica at `url`,
+/// which `init` makes.
+private func syncedStore(_ path: String, with url: String, environment: [String]) async throws -> ArchiveStore {
+    let store = try ArchiveStore(directory: path)
+    _ = try store.put(Data("{\"v\":1}".utf8), as: try ObjectID(collection: "Person", key: "ada"))
+    for arguments in [["init", url], ["sync", store.path, url]] {
+        let result = try await runArchiveSyncOffPool(arguments, environment: environment)
+        #expect(result.status == 0, "\(result)")
+    }
+    return store
 }
 
 /// The test user's keys and `endpoint`, as `NAME=value` for the command's environment.

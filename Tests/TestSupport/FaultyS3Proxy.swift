@@ -26,6 +26,10 @@ public final class FaultyS3Proxy: Sendable {
         var stripConditionalHeaders = false
         var requests = 0
         var failed = 0
+        var inFlight = 0
+        var maxInFlight = 0
+        /// Requests are held until this many are in flight at once (0: none held).
+        var gather = 0
     }
 
     /// `http://127.0.0.1:port`.
@@ -42,6 +46,19 @@ public final class FaultyS3Proxy: Sendable {
         get { proxy.faults.withLock { $0.stripConditionalHeaders } }
         set { proxy.faults.withLock { $0.stripConditionalHeaders = newValue } }
     }
+
+    /// Holds each next request until `count` are in flight at once (or 5 s have passed: a
+    /// client that sends them one after the other is only slowed), and counts the most in
+    /// flight at once from now (``maxInFlight``).
+    public func gather(_ count: Int) {
+        proxy.faults.withLock { faults in
+            faults.gather = count
+            faults.maxInFlight = faults.inFlight
+        }
+    }
+
+    /// The most requests in flight at once since ``gather(_:)``.
+    public var maxInFlight: Int { proxy.faults.withLock { $0.maxInFlight } }
 
     /// Requests received, and how many of them it answered 503.
     public var counts: (requests: Int, failed: Int) { proxy.faults.withLock { ($0.requests, $0.failed) } }
@@ -90,6 +107,9 @@ private final class ProxyState: Sendable {
     func answer(_ head: HTTPRequestHead, _ body: ByteBuffer) async -> (HTTPResponseHead, ByteBuffer)? {
         let (fail, lose, strip) = faults.withLock { faults in
             faults.requests += 1
+            faults.inFlight += 1
+            faults.maxInFlight = max(faults.maxInFlight, faults.inFlight)
+            if faults.gather > 0 && faults.inFlight >= faults.gather { faults.gather = 0 }
             let fail = faults.failuresLeft > 0
             if fail {
                 faults.failuresLeft -= 1
@@ -99,6 +119,10 @@ private final class ProxyState: Sendable {
             if lose { faults.lostAnswersLeft -= 1 }
             return (fail, lose, faults.stripConditionalHeaders)
         }
+        defer { faults.withLock { $0.inFlight -= 1 } }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while faults.withLock({ $0.gather > 0 }) && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(2)) }
+        faults.withLock { $0.gather = 0 }  // held once at most
         if fail {
             let text = "<?xml version=\"1.0\"?><Error><Code>SlowDown</Code><Message>injected by the test proxy</Message></Error>"
             return (HTTPResponseHead(version: .http1_1, status: .serviceUnavailable), ByteBuffer(string: text))
