@@ -32,46 +32,66 @@ final class Connection {
         channel = FrameChannel(input: process.standardOutput!, output: process.standardInput!)
     }
 
-    /// One request and the payload of its `ok` reply.
+    /// One request and the payload of its `ok` reply; a transport failure closes the connection.
     func call(_ request: Wire.Request, name: String, beforeHandshake: Bool) throws -> [UInt8] {
-        guard !isClosed else { throw SyncError.remote("\(name): the connection to the far side is closed") }
         do {
-            let (replyKind, reply): (Wire.Kind, [UInt8])
-            if let live {
-                try live.send(request.kind, request.encode())
-                (replyKind, reply) = try live.reply()
-            } else {
-                try channel.send(request.kind, request.encode())
-                (replyKind, reply) = try channel.receive()
-            }
-            switch replyKind {
-            case .ok:
-                return reply
-            case .failure:
-                let message = "\(name): " + ((try? Wire.Reply.failure(reply)) ?? "a failure it could not describe")
-                // A refused handshake (another protocol version, a store it cannot open) is
-                // refused again on the next try.
-                throw beforeHandshake ? SyncError.farSideCannotServe(message) : SyncError.remote(message)
-            default:
-                throw WireError("the far side sent a request where a reply belongs")
-            }
-        } catch is ChannelClosed {
+            try send(request, name: name)
+            return try receive(name: name, beforeHandshake: beforeHandshake)
+        } catch {
+            throw failed(error, name: name, beforeHandshake: beforeHandshake)
+        }
+    }
+
+    /// Sends one request. Its reply is read by ``receive(name:beforeHandshake:)``, replies in
+    /// the order the requests went. Throws what the transport threw, closing nothing (see
+    /// ``failed(_:name:beforeHandshake:)``).
+    func send(_ request: Wire.Request, name: String) throws {
+        guard !isClosed else { throw SyncError.remote("\(name): the connection to the far side is closed") }
+        if let live { try live.send(request.kind, request.encode()) } else { try channel.send(request.kind, request.encode()) }
+    }
+
+    /// The payload of the next reply when it is `ok`; ``SyncError`` with the far side's message
+    /// for a `failure`. Throws what the transport threw, closing nothing.
+    func receive(name: String, beforeHandshake: Bool) throws -> [UInt8] {
+        guard !isClosed else { throw SyncError.remote("\(name): the connection to the far side is closed") }
+        let (replyKind, reply) = if let live { try live.reply() } else { try channel.receive() }
+        switch replyKind {
+        case .ok:
+            return reply
+        case .failure:
+            let message = "\(name): " + ((try? Wire.Reply.failure(reply)) ?? "a failure it could not describe")
+            // A refused handshake (another protocol version, a store it cannot open) is
+            // refused again on the next try.
+            throw beforeHandshake ? SyncError.farSideCannotServe(message) : SyncError.remote(message)
+        default:
+            throw WireError("the far side sent a request where a reply belongs")
+        }
+    }
+
+    /// `error` from ``send(_:name:)`` or ``receive(name:beforeHandshake:)`` as the user sees
+    /// it. A transport failure or a reply that breaks the protocol closes the connection (what
+    /// follows on it cannot be trusted); a `failure` reply leaves it open.
+    func failed(_ error: any Error, name: String, beforeHandshake: Bool) -> any Error {
+        switch error {
+        case is ChannelClosed:
             if let silence = live?.silence {
                 close()
-                throw SyncError.remote("\(name): no word from the far side for \(LiveLink.describe(silence)) (the keepalive)")
+                return SyncError.remote("\(name): no word from the far side for \(LiveLink.describe(silence)) (the keepalive)")
             }
             close()
             let message = "\(name): \(closedMessage(beforeHandshake: beforeHandshake))"
             // The far shell's "command not found" (127) or "cannot execute" (126); ssh's own
             // failures (the network, authentication) are 255.
             if beforeHandshake, case .exited(let status)? = process.termination, status == 126 || status == 127 {
-                throw SyncError.farSideCannotServe(message)
+                return SyncError.farSideCannotServe(message)
             }
-            throw SyncError.remote(message)
-        } catch let error as WireError {
+            return SyncError.remote(message)
+        case let error as WireError:
             close()
             let said = stderrText(waiting: .milliseconds(200))
-            throw SyncError.remote("\(name): \(error.description)" + (said.isEmpty ? "" : "; it said: \(said)"))
+            return SyncError.remote("\(name): \(error.description)" + (said.isEmpty ? "" : "; it said: \(said)"))
+        default:
+            return error
         }
     }
 

@@ -25,7 +25,9 @@ package final class RemoteReplica: SyncReplica {
     package let replica: ReplicaID
     /// The protocol version both sides speak.
     package let version: UInt32
-    private let connection: TracedMutex<Connection>
+    /// Requests of several threads at once (a sync's window of pages being written) go out
+    /// without waiting for one another's replies.
+    private let connection: PipelinedConnection
 
     /// Starts `command` and does the handshake.
     ///
@@ -50,30 +52,28 @@ package final class RemoteReplica: SyncReplica {
             connection.close()
             throw error
         }
-        self.connection = TracedMutex(connection)
+        self.connection = PipelinedConnection(connection, name: name)
     }
 
     deinit {
-        connection.withLock { $0.close() }
+        connection.exclusive { $0.close() }
     }
 
     /// Sends one request and decodes its reply with `decode`, turning a malformed reply into
     /// ``SyncError/remote(_:)`` and ending the session.
     private func call<T>(_ request: Wire.Request, _ decode: ([UInt8]) throws -> T) throws -> T {
-        try connection.withLock { connection in
-            let reply = try connection.call(request, name: name, beforeHandshake: false)
-            do {
-                return try decode(reply)
-            } catch let error as WireError {
-                connection.close()
-                throw SyncError.remote("\(name): the far side replied with a malformed message: \(error.description)")
-            }
+        let reply = try connection.call(request)
+        do {
+            return try decode(reply)
+        } catch let error as WireError {
+            connection.exclusive { $0.close() }
+            throw SyncError.remote("\(name): the far side replied with a malformed message: \(error.description)")
         }
     }
 
     /// A reply that decodes but cannot be the answer to what was asked.
     private func malformed(_ what: String) -> SyncError {
-        connection.withLock { $0.close() }
+        connection.exclusive { $0.close() }
         return SyncError.remote("\(name): the far side replied with a malformed message: \(what)")
     }
 
@@ -83,10 +83,8 @@ package final class RemoteReplica: SyncReplica {
     /// session only the lock is released: the connection stays for the next cycle.
     package func end() {
         let live = isLive.withLock { $0 }
-        connection.withLock { connection in
-            if !connection.isClosed { _ = try? connection.call(.end, name: name, beforeHandshake: false) }
-            if !live { connection.close() }
-        }
+        if isOpen { _ = try? connection.call(.end) }
+        if !live { close() }
     }
 
     private let isLive = TracedMutex(false)
@@ -106,16 +104,19 @@ package final class RemoteReplica: SyncReplica {
         }
         try call(.watch(keepalive: keepalive, debounce: debounce), Wire.Reply.empty)
         isLive.withLock { $0 = true }
-        connection.withLock { $0.goLive(keepalive: keepalive, notice: notice, lost: lost) }
+        connection.exclusive { $0.goLive(keepalive: keepalive, notice: notice, lost: lost) }
     }
 
     /// Closes the connection (a live session's, at its end or when it is given up).
     package func close() {
-        connection.withLock { $0.close() }
+        connection.exclusive { $0.close() }
     }
 
+    /// The most requests that were on their way or being answered at once (``Sync``'s window).
+    var mostRequestsInFlight: Int { connection.mostInFlight }
+
     /// False once the connection is closed (by either side, or given up).
-    package var isOpen: Bool { connection.withLock { !$0.isClosed } }
+    package var isOpen: Bool { connection.exclusive { !$0.isClosed } }
 
     package func makeCurrent() throws -> Bool { try call(.makeCurrent, Wire.Reply.flag) }
     package func changeSequence() throws -> Int { try call(.changeSequence) { try Wire.Reply.count($0, "a change sequence") } }
@@ -205,7 +206,7 @@ package final class RemoteReplica: SyncReplica {
             guard page.count == batch.count else { throw SyncError.remote("\(name): the far side sent \(page.count) of \(batch.count) objects") }
             for (entry, data) in zip(batch, page) {
                 if let data, ContentHash(of: data) != entry.hash {
-                    connection.withLock { $0.close() }
+                    close()
                     throw SyncError.remote("\(name): the bytes received for \(entry.id) do not match their hash; nothing was written")
                 }
                 result.append(data)

@@ -25,6 +25,8 @@ public final class Sync: Sendable {
     /// Two steps are in memory at once (one landing, the next being read); 1,000 keeps a first
     /// sync of 100,000 objects at about 35 MB, 2,000 took it to 45 MB (Benchmarks/README.md).
     static let pageSize = 1_000
+    /// Pages landing at once on a far side (see ``runNow()``).
+    static let remoteWindow = 3
 
     /// A sync of two stores on this machine.
     public convenience init(local: ArchiveStore, remote: ArchiveStore, options: SyncOptions = SyncOptions()) {
@@ -105,14 +107,22 @@ public final class Sync: Sendable {
             }
         }
 
-        // Pipelined: while one page's writes land, on a thread of their own, the next page is
+        // Pipelined: while a page's writes land, on a thread of their own, the next page is
         // walked and its bytes are read. Pages hold different objects and every write is
-        // conditional, so the overlap changes no outcome; a page's writes start only once the
-        // previous page's have landed.
+        // conditional, so the overlap changes no outcome. Here, a page's writes start only once
+        // the previous page's have landed; into a far side, up to `window` pages land at once:
+        // their requests queue on the connection, so the far side goes from one page's commit
+        // straight to the next page instead of waiting a round trip and a page's transfer
+        // (remote-bench 1 in Benchmarks/README.md).
+        // Each reply comes after its page's commit, and checkpoints move only once every page
+        // has landed. A live session's observer hears of each page in order: one at a time.
+        let window = betweenHosts && observer == nil ? Sync.remoteWindow : 1
         var done = 0
-        var landing: InBackground<PageOutcome>?
+        var landing: [InBackground<PageOutcome>] = []
         // Whatever happens, no write is left running once the sync returns or throws.
-        defer { _ = try? landing?.value() }
+        defer {
+            for pending in landing { _ = try? pending.value() }
+        }
         func finish(_ pending: InBackground<PageOutcome>) throws {
             let outcome = try pending.value()
             outcome.add(to: &report)
@@ -122,15 +132,15 @@ public final class Sync: Sendable {
         func execute(_ pairs: [(ReplicaEntry?, ReplicaEntry?)]) throws {
             if observer?.shouldStop() == true { throw CancellationError() }
             let page = try prepare(pairs.map { SyncPlanner.action(a: $0.0, b: $0.1, preference: options.preference, merge: options.merge) })
-            if let previous = landing { try finish(previous) }
-            landing = InBackground { try self.land(page) }
+            if landing.count >= window { try finish(landing.removeFirst()) }
+            landing.append(InBackground { try self.land(page) })
         }
         if let kept {
             for pairs in kept { try execute(pairs) }
         } else {
             try walk.forEachPage(execute)
         }
-        if let last = landing { try finish(last) }
+        while !landing.isEmpty { try finish(landing.removeFirst()) }
         observer?.step?("landed")
         try moveCheckpoints(walk, after: report)
         return report
