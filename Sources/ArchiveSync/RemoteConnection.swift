@@ -46,14 +46,14 @@ final class Connection {
     /// the order the requests went. Throws what the transport threw, closing nothing (see
     /// ``failed(_:name:beforeHandshake:)``).
     func send(_ request: Wire.Request, name: String) throws {
-        guard !isClosed else { throw SyncError.remote("\(name): the connection to the far side is closed") }
+        guard !isClosed else { throw closedError(name: name) }
         if let live { try live.send(request.kind, request.encode()) } else { try channel.send(request.kind, request.encode()) }
     }
 
     /// The payload of the next reply when it is `ok`; ``SyncError`` with the far side's message
     /// for a `failure`. Throws what the transport threw, closing nothing.
     func receive(name: String, beforeHandshake: Bool) throws -> [UInt8] {
-        guard !isClosed else { throw SyncError.remote("\(name): the connection to the far side is closed") }
+        guard !isClosed else { throw closedError(name: name) }
         let (replyKind, reply) = if let live { try live.reply() } else { try channel.receive() }
         switch replyKind {
         case .ok:
@@ -68,6 +68,17 @@ final class Connection {
         }
     }
 
+    /// What a request on a closed connection fails with. Closed because the keepalive gave the
+    /// link up, it says so, whichever of several threads' requests (a sync's window) comes first.
+    private func closedError(name: String) -> SyncError {
+        if let silence = live?.silence { return Self.silent(name: name, for: silence) }
+        return SyncError.remote("\(name): the connection to the far side is closed")
+    }
+
+    private static func silent(name: String, for silence: Duration) -> SyncError {
+        SyncError.remote("\(name): no word from the far side for \(LiveLink.describe(silence)) (the keepalive)")
+    }
+
     /// `error` from ``send(_:name:)`` or ``receive(name:beforeHandshake:)`` as the user sees
     /// it. A transport failure or a reply that breaks the protocol closes the connection (what
     /// follows on it cannot be trusted); a `failure` reply leaves it open.
@@ -76,7 +87,7 @@ final class Connection {
         case is ChannelClosed:
             if let silence = live?.silence {
                 close()
-                return SyncError.remote("\(name): no word from the far side for \(LiveLink.describe(silence)) (the keepalive)")
+                return Self.silent(name: name, for: silence)
             }
             close()
             let message = "\(name): \(closedMessage(beforeHandshake: beforeHandshake))"
