@@ -223,6 +223,12 @@ package final class SQLiteConnection {
         return result
     }
 
+    /// The rowid of the last row an `INSERT` on this connection made: read from the
+    /// connection, where `SELECT last_insert_rowid()` cost every save a statement.
+    ///
+    /// The corresponding C function is `sqlite3_last_insert_rowid`.
+    var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
     /// Whether the database has a table of this name.
     func hasTable(_ name: String) throws -> Bool {
         try first("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(name)]) { _ in true } != nil

@@ -82,7 +82,7 @@ extension ArchiveStore {
             let ticket = CommitTicket(staged)
             return try commitQueue.submit(ticket) { group in
                 let all = group.flatMap(\.writes)
-                if group.count > 1, let versions = try? commitStaged(all) {
+                if group.count > 1, let versions = try? commitStaged(all, inParallelFrom: 2) {
                     var start = 0
                     for ticket in group {
                         ticket.outcome = .success(versions[start..<start + ticket.writes.count].map { $0 ?? 0 })
@@ -178,7 +178,13 @@ extension ArchiveStore {
 
     /// Steps 2 and 3 of ``apply(_:)`` for `staged`, which may hold the writes of several
     /// callers; `then` as ``applyChecked(_:then:)`` says.
-    private func commitStaged(_ staged: [StagedWrite], then: ((ManifestTransaction, [Bool]) throws -> Void)? = nil) throws -> [Int?] {
+    ///
+    /// - Parameter threshold: from how many placements step 3 runs on every core. A group's
+    ///   callers wait for its renames, which every other writer waits for too (`writer.lock`):
+    ///   a group commit makes even a few of them at once, its caller's one save each.
+    private func commitStaged(
+        _ staged: [StagedWrite], inParallelFrom threshold: Int = 256, then: ((ManifestTransaction, [Bool]) throws -> Void)? = nil
+    ) throws -> [Int?] {
         // Made by ``stage(_:)`` whenever a file was staged; the metadata directory stands in
         // for a write that stages nothing (removes), which never names a staged file.
         let staging = staging.withLock { $0 } ?? root
@@ -205,7 +211,8 @@ extension ArchiveStore {
                 },
                 afterCommit: { outcome in
                     committed = outcome
-                    let done = try place(outcome, staging: staging, independent: Set(staged.lazy.map(\.write.id)).count == staged.count)
+                    let independent = Set(staged.lazy.map(\.write.id)).count == staged.count
+                    let done = try place(outcome, staging: staging, inParallelFrom: independent ? threshold : .max)
                     for (index, placement) in outcome.placements.enumerated() {
                         if !done[index] { changedOnDisk.insert(placement.write) }
                         if done[index], case let .rename(temp, _, _, _) = placement { placed.insert(temp) }
@@ -225,13 +232,14 @@ extension ArchiveStore {
         }
     }
 
-    /// Step 3 of ``apply(_:)``: makes each placement of `committed`, on every core for a large
-    /// batch that writes each object once (its placements then touch names no other object's
-    /// do). A conditional write whose file changed on disk since its commit checked it is
-    /// left alone: each of its placements reports false.
-    private func place(_ committed: Committed, staging: Descriptor, independent: Bool) throws -> [Bool] {
+    /// Step 3 of ``apply(_:)``: makes each placement of `committed`, on every core from
+    /// `threshold` placements on; the caller gives `.max` unless the writes are of distinct
+    /// objects (whose placements then touch names no other object's do, in any order). A
+    /// conditional write whose file changed on disk since its commit checked it is left
+    /// alone: each of its placements reports false.
+    private func place(_ committed: Committed, staging: Descriptor, inParallelFrom threshold: Int) throws -> [Bool] {
         let placements = committed.placements
-        return try parallelMap(placements.count, threshold: independent ? 256 : .max) { [staging] index -> Bool in
+        return try parallelMap(placements.count, threshold: threshold) { [staging] index -> Bool in
             let expectation = committed.expectations[placements[index].write]
             switch placements[index] {
             case let .rename(temp, file, directory, _):

@@ -181,4 +181,33 @@ import Testing
             #expect(try store.verify().isClean)
         }
     }
+
+    /// A group commit puts its files in place on every core when its writes are of distinct
+    /// objects; two saves of one object in one group keep their order: after each round of
+    /// eight threads saving one object at once (and one of their own each), its file holds its
+    /// newest version, never the one before it.
+    @Test func threadsSavingOneObjectAtOnceLeaveItsNewestVersionInPlace() throws {
+        try withStore { store, path throws in
+            let id = ObjectID(unchecked: "Person", key: "shared")
+            var stale: [Int] = []
+            for round in 1...20 {
+                let done = DispatchGroup()
+                for thread in 0..<8 {
+                    done.enter()
+                    Thread.detachNewThread {
+                        defer { done.leave() }
+                        _ = try? store.save(Person(name: "t\(thread)", age: round), forKey: "own\(thread)")
+                        _ = try? store.save(Person(name: "t\(thread)", age: round), forKey: "shared")
+                    }
+                }
+                done.wait()
+                let row = try #require(try store.manifest.read { try $0.object(id) })
+                let onDisk = try Data(contentsOf: URL(fileURLWithPath: path + "/Person/" + row.file))
+                if ContentHash(of: onDisk) != row.hash { stale.append(row.version) }
+            }
+            #expect(stale.isEmpty, "the file held an older version than the manifest's after versions \(stale)")
+            #expect(try store.manifest.read { try $0.object(id) }?.version == 160)
+            #expect(try store.verify().isClean)
+        }
+    }
 }

@@ -147,12 +147,13 @@ final class Manifest: Sendable {
             // the connection's lock, so that no other transaction commits unflushed.
             if !flushed { try db.execute("PRAGMA synchronous=NORMAL") }
             defer { if !flushed { try? db.execute("PRAGMA synchronous=FULL") } }
-            try db.execute(begin)
+            // Prepared once and kept, as every statement is: `execute` parsed them at every save.
+            try db.run(begin)
             let tx = ManifestTransaction(db: db, replica: replica)
             let result: T
             do {
                 result = try body(tx)
-                try db.execute("COMMIT")
+                try db.run("COMMIT")
             } catch {
                 try? db.execute("ROLLBACK")
                 throw error

@@ -62,7 +62,7 @@ extension ManifestTransaction {
     func addIntent(_ entries: [WriteIntent.Entry], owner: ProcessIdentity = .current) throws -> Int64 {
         let text = WriteIntent.Entry.json(entries)
         try db.run("INSERT INTO intents(pid, start, entries) VALUES(?, ?, ?)", [.integer(Int64(owner.pid)), .integer(owner.startTime), .text(text)])
-        return try db.first("SELECT last_insert_rowid()") { $0.int(0) } ?? 0
+        return db.lastInsertRowID
     }
 
     func removeIntent(_ id: Int64) throws {
