@@ -1,11 +1,12 @@
 import BenchSupport
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-// The C floors of workloads 1 and 2: the file-system calls of a durability order, with no
+// The C floors of workloads 1, 2 and 6: the file-system calls of a durability order, with no
 // encoding and no manifest.
 
 /// One file that grows by whole pages per write, each flushed with `fdatasync`: what one
@@ -54,6 +55,12 @@ struct RawDirectory {
 
     /// Writes a temp file, `fsync`s it when asked (Foundation's `.atomic`) and renames it to `name`.
     func write(_ bytes: [UInt8], as name: String, sync: Bool) throws {
+        try stage(bytes, as: name, sync: sync)
+        try place(name)
+    }
+
+    /// Writes the temp file that ``place(_:)`` renames to `name`, `fsync`ed when asked.
+    func stage(_ bytes: [UInt8], as name: String, sync: Bool = false) throws {
         let temp = ".tmp." + name
         let file = openat(tempFD, temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         try check(file >= 0, "open", temp)
@@ -61,10 +68,66 @@ struct RawDirectory {
         try check(written == bytes.count, "write", temp)
         if sync { try check(fsync(file) == 0, "fsync", temp) }
         _ = Glibc.close(file)
-        try check(renameat(tempFD, temp, fd, name) == 0, "rename", name)
+    }
+
+    /// Renames the temp file ``stage(_:as:sync:)`` wrote to `name`, unflushed.
+    func place(_ name: String) throws {
+        try check(renameat(tempFD, ".tmp." + name, fd, name) == 0, "rename", name)
     }
 
     private func check(_ ok: Bool, _ call: String, _ name: String) throws {
         if !ok { throw BenchError("\(call) \(path)/\(name): \(String(cString: strerror(errno)))") }
+    }
+}
+
+/// The store's group commit with nothing but its flush: threads whose commits arrive while
+/// one is being flushed wait, and the next leader appends one 4 KiB page for each of them in
+/// one write and flushes them with one `fdatasync` (as `CommitQueue` does with SQLite's WAL).
+final class GroupCommitLog: Sendable {
+    private final class Ticket: @unchecked Sendable {
+        /// Set by the leader that flushed this ticket's page, before it signals.
+        var outcome: Result<Void, any Error>?
+        let signal = DispatchSemaphore(value: 0)
+    }
+
+    private struct State: @unchecked Sendable {
+        var waiting: [Ticket] = []
+        var leading = false
+    }
+
+    private let state = Mutex(State())
+    private let log: AppendedLog
+
+    init(_ path: String) throws { log = try AppendedLog(path) }
+
+    func close() { log.close() }
+
+    /// Returns once a page of `bytes` is flushed, alone or with other threads' pages.
+    func commit(_ bytes: [UInt8]) throws {
+        let ticket = Ticket()
+        let leads = state.withLock { state -> Bool in
+            state.waiting.append(ticket)
+            defer { state.leading = true }
+            return !state.leading
+        }
+        if !leads { ticket.signal.wait() }
+        if ticket.outcome == nil {
+            let group = state.withLock { state -> [Ticket] in
+                defer { state.waiting = [] }
+                return state.waiting
+            }
+            let page = bytes + [UInt8](repeating: 0, count: max(0, 4096 - bytes.count))
+            let outcome = Result { try log.append(Array([[UInt8]](repeating: page, count: group.count).joined())) }
+            for other in group {
+                other.outcome = outcome
+                if other !== ticket { other.signal.signal() }
+            }
+            let next = state.withLock { state -> Ticket? in
+                if state.waiting.isEmpty { state.leading = false }
+                return state.waiting.first
+            }
+            next?.signal.signal()
+        }
+        try ticket.outcome!.get()
     }
 }
