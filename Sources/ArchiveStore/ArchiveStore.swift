@@ -222,8 +222,13 @@ public final class ArchiveStore: Sendable {
     /// If `body` throws, nothing is written.
     public func batch(_ body: (ArchiveBatch) throws -> Void) throws {
         let batch = ArchiveBatch(store: self)
-        try body(batch)
-        try apply(batch.writes)
+        do {
+            try body(batch)
+        } catch {
+            batch.stager?.cancel()
+            throw error
+        }
+        try apply(batch.writes, stagedBy: batch.stager)
     }
 
     /// The kept versions of `key`, oldest first (the current version is the last).
@@ -460,20 +465,33 @@ public final class ArchiveStore: Sendable {
 /// Saves and removes collected by ``ArchiveStore/batch(_:)``, applied together when its body returns.
 public final class ArchiveBatch {
     private let store: ArchiveStore
-    fileprivate(set) var writes: [PendingWrite] = []
+    /// The writes so far, until a large batch hands them to `stager`.
+    fileprivate private(set) var writes: [PendingWrite] = []
+    /// Stages a large batch's files while the body encodes the rest (``BatchStager``).
+    fileprivate private(set) var stager: BatchStager?
 
     fileprivate init(store: ArchiveStore) { self.store = store }
 
     /// Adds a save of `value` as `key` in its type's collection.
     public func save<T: Encodable>(_ value: T, forKey key: String, in collection: String? = nil) throws {
         let id = try ObjectID(collection: collection ?? ArchiveStore.collectionName(of: T.self), key: key)
-        writes.append(try store.prepare(value, as: id))
+        // Hashing waits for the stager's thread, once there is one.
+        add(try store.prepare(value, as: id, hashing: stager == nil))
     }
 
     /// Adds a removal of `key` from its type's collection.
     public func remove<T>(_ type: T.Type, forKey key: String, in collection: String? = nil) throws {
         let id = try ObjectID(collection: collection ?? ArchiveStore.collectionName(of: T.self), key: key)
-        writes.append(PendingWrite(id: id, file: "", content: nil))
+        add(PendingWrite(id: id, file: "", content: nil))
+    }
+
+    private func add(_ write: PendingWrite) {
+        if let stager { return stager.add(write) }
+        writes.append(write)
+        if writes.count >= BatchStager.threshold, let started = BatchStager.start(for: store, with: writes) {
+            stager = started
+            writes = []
+        }
     }
 }
 

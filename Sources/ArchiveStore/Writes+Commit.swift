@@ -73,12 +73,13 @@ extension ArchiveStore {
     ///    (or unlink the file of a delete), flushing neither;
     /// 4. later, one `syncfs` makes the renames durable and the intent goes (Durability.swift).
     ///
-    /// Writes of several threads that arrive together share step 2 (``CommitQueue``).
+    /// Writes of several threads that arrive together share step 2 (``CommitQueue``). A large
+    /// batch's `stager` holds its writes instead of `requested` and has done most of step 1.
     ///
     /// - Returns: each object's version afterwards, in the order of `requested`.
     @discardableResult
-    func apply(_ requested: [PendingWrite]) throws -> [Int] {
-        try withStaged(requested) { staged in
+    func apply(_ requested: [PendingWrite], stagedBy stager: BatchStager? = nil) throws -> [Int] {
+        try withStaged(requested, stager: stager) { staged in
             let ticket = CommitTicket(staged)
             return try commitQueue.submit(ticket) { group in
                 let all = group.flatMap(\.writes)
@@ -112,13 +113,19 @@ extension ArchiveStore {
         try withStaged(requested) { staged in try commitStaged(staged, then: then) }
     }
 
-    /// Stages `requested` and gives them to `commit`, after the checks every write makes.
-    private func withStaged<T>(_ requested: [PendingWrite], commit: ([StagedWrite]) throws -> [T]) throws -> [T] {
-        guard !requested.isEmpty else { return [] }
-        try refuseIfReadOnly()
-        try requireRecovered()
+    /// Stages `requested` and gives them to `commit`, after the checks every write makes. A
+    /// batch's `stager` holds its writes instead (`requested` is then empty) and stages the rest.
+    private func withStaged<T>(_ requested: [PendingWrite], stager: BatchStager? = nil, commit: ([StagedWrite]) throws -> [T]) throws -> [T] {
+        guard !requested.isEmpty || stager != nil else { return [] }
         do {
-            return try commit(try stage(requested))
+            try refuseIfReadOnly()
+            try requireRecovered()
+        } catch {
+            stager?.cancel()
+            throw error
+        }
+        do {
+            return try commit(try stager?.finish() ?? stage(requested))
         } catch {
             throw ArchiveError.wrap(error)
         }
@@ -130,18 +137,11 @@ extension ArchiveStore {
         let temps = writes.map { $0.content == nil ? nil : tempName() }
         guard temps.contains(where: { $0 != nil }) else { return writes.map { StagedWrite(write: $0, temp: nil) } }
         let staging = try stagingDirectory()
-        let where_ = path.appendingComponent(FileName.metadataDirectory).appendingComponent(Self.stagingDirectory)
-        // A sync's file keeps the time its object was modified, as `rsync -a` keeps times. A
-        // time older than the racy window also makes its stamp trustworthy at once: any later
-        // write gives the file a new mtime. (A file written now may be written again within
-        // the clock's granularity without its stamp changing, so the next scan reads it.)
         let racyBefore = Manifest.now() - Manifest.racyWindow
         do {
             let stamps = try parallelMap(writes.count, threshold: 256) { [staging] index -> FileStamp? in
-                guard let temp = temps[index], let content = writes[index].content else { return nil }
-                let modified = writes[index].incoming.map(\.modified).flatMap { $0 > 0 && $0 < racyBefore ? $0 : nil }
-                return try FileSystem.writeNewFile(
-                    temp, in: staging, data: content, sync: false, modified: modified, path: where_.appendingComponent(temp))
+                guard let temp = temps[index] else { return nil }
+                return try stageFile(writes[index], as: temp, in: staging, racyBefore: racyBefore)
             }
             return writes.indices.map { index in
                 var write = writes[index]
@@ -149,7 +149,7 @@ extension ArchiveStore {
                 return StagedWrite(write: write, temp: temps[index])
             }
         } catch {
-            for temp in temps.compactMap({ $0 }) { _ = try? FileSystem.removeFile(temp, in: staging, path: where_.appendingComponent(temp)) }
+            for temp in temps.compactMap({ $0 }) { _ = try? removeStaged(temp, in: staging) }
             throw error
         }
     }
@@ -243,15 +243,15 @@ extension ArchiveStore {
             let expectation = committed.expectations[placements[index].write]
             switch placements[index] {
             case let .rename(temp, file, directory, _):
-                let where_ = directory.path.appendingComponent(file)
                 switch expectation {
                 case .absent?:
                     // Nothing may have appeared at the name since: checked by the rename itself.
-                    return try FileSystem.renameIfAbsent(temp, in: staging, to: file, in: directory, path: where_)
+                    return try FileSystem.renameIfAbsent(temp, in: staging, to: file, in: directory, path: directory.path.appendingComponent(file))
                 case let expectation? where try !diskMatches(expectation, in: directory):
                     return false
                 default:
-                    try FileSystem.rename(temp, in: staging, to: file, in: directory, path: where_)
+                    // The path is an autoclosure: made only for an error's message.
+                    try FileSystem.rename(temp, in: staging, to: file, in: directory, path: directory.path.appendingComponent(file))
                 }
             case let .remove(file, directory, _):
                 if let expectation, try !diskMatches(expectation, in: directory) { return false }

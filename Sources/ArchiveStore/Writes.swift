@@ -21,11 +21,12 @@ struct PendingWrite: Sendable {
     /// When set, the write goes ahead only while its object still holds these contents.
     var condition: WriteCondition?
 
-    init(id: ObjectID, file: String, content: Data?, schemaVersion: Int? = nil) {
+    /// Without `hashing`, `hash` stays nil until the write is staged.
+    init(id: ObjectID, file: String, content: Data?, schemaVersion: Int? = nil, hashing: Bool = true) {
         self.id = id
         self.file = file
         self.content = content
-        self.hash = content.map(ContentHash.init(of:))
+        self.hash = hashing ? content.map(ContentHash.init(of:)) : nil
         self.schemaVersion = schemaVersion
     }
 }
@@ -33,8 +34,8 @@ struct PendingWrite: Sendable {
 private let tempCounter = Atomic<Int>(0)
 
 extension ArchiveStore {
-    /// Encodes `value` for `id` in its collection's codec.
-    func prepare<T: Encodable>(_ value: T, as id: ObjectID) throws -> PendingWrite {
+    /// Encodes `value` for `id` in its collection's codec (and hashes it, unless told not to).
+    func prepare<T: Encodable>(_ value: T, as id: ObjectID, hashing: Bool = true) throws -> PendingWrite {
         let codec = codec(for: id.collection)
         let data: Data
         do {
@@ -44,7 +45,8 @@ extension ArchiveStore {
         }
         let schema = (T.self as? any VersionedModel.Type)?.schemaVersion
         return PendingWrite(
-            id: id, file: FileName.join(stem: FileName.encode(id.key), extension: codec.fileExtension), content: data, schemaVersion: schema)
+            id: id, file: FileName.join(stem: FileName.encode(id.key), extension: codec.fileExtension), content: data, schemaVersion: schema,
+            hashing: hashing)
     }
 
     /// A temp file name no other process or thread uses, that names its owner for clean-up.
