@@ -22,8 +22,10 @@ package final class BucketCache: Sendable {
 
     private init(connection: sending SQLiteConnection, replica: ReplicaID) throws {
         // FULL: a commit that returned is on disk, so the change sequence never goes back
-        // below a checkpoint a store recorded after it.
-        try connection.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;")
+        // below a checkpoint a store recorded after it. Each sync opens the cache anew, in a
+        // process of its own: its WAL files stay (emptied) between them.
+        connection.keepWALFiles()
+        try connection.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA journal_size_limit=0;")
         try connection.execute(Self.schema)
         let cached = try connection.first("SELECT value FROM meta WHERE name = 'replica'") { $0.text(0) }
         if cached != replica.rawValue {

@@ -75,7 +75,13 @@ extension BucketCache {
     /// The cache file of the bucket `key` names (its endpoint, bucket and prefix) in a store's
     /// metadata directory `directory`.
     package static func path(in directory: String, key: String) -> String {
-        let digest = SHA256.hash(data: Data(key.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
-        return directory + "/bucket-" + digest + ".sqlite"
+        let digest = SHA256.hash(data: Data(key.utf8)).prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        return directory + "/bucket-" + hexDigits(digest, width: 16) + ".sqlite"
     }
+}
+
+/// `value` in lowercase hex, zero-padded to `width` digits.
+func hexDigits(_ value: UInt64, width: Int) -> String {
+    let digits = String(value, radix: 16)
+    return String(repeating: "0", count: max(0, width - digits.count)) + digits
 }

@@ -90,19 +90,32 @@ package final class BucketReplica: PolledReplica {
         return (try BucketMarker.decode(data, key: layout.marker).replica, false)
     }
 
-    static func randomName() -> String { String(format: "%016llx", UInt64.random(in: .min ... .max)) }
+    /// 16 random hex digits. (Not `String(format:)`: its first use sets up Foundation's
+    /// formatting, a cost on every sync's path.)
+    static func randomName() -> String { hexDigits(UInt64.random(in: .min ... .max), width: 16) }
 
     /// Checks that the server still enforces conditional writes and the marker is still
-    /// there (``probeConditionalWrites(storage:marker:replica:name:)``), or waits for the
-    /// probe sent ahead.
+    /// there (``probeConditionalWrites(storage:marker:replica:name:)``). A probe sent ahead is
+    /// not waited for here but by the first step that reads or writes the bucket's side
+    /// (``makeCurrent()`` in a sync): the other side then makes itself current (a watched
+    /// store asks its watcher) while the answer is on its way.
     package func begin() throws {
         firstOther.withLock { $0 = nil }
-        let sent = opening.withLock { requests in
-            defer { requests.probe = nil }; return requests.probe
-        }
-        if let sent { return try blocking { try await sent.value } }
+        if opening.withLock({ $0.probe }) != nil { return }
         let (storage, key, replica, name) = (storage, layout.marker, replica, name)
         try blocking { try await probeConditionalWrites(storage: storage, marker: key, replica: replica, name: name) }
+    }
+
+    /// Waits for the probe sent ahead, if any, and throws what it found: nothing is read from
+    /// or written to the bucket's side before the server has shown that it enforces
+    /// conditional writes. The task stays until it has succeeded, so that every caller waits
+    /// for it, and throws its error, until then.
+    private func probed() throws {
+        guard let sent = opening.withLock({ $0.probe }) else { return }
+        try blocking { try await sent.value }
+        opening.withLock { requests in
+            if requests.probe == sent { requests.probe = nil }
+        }
     }
 
     package func end() {
@@ -127,6 +140,7 @@ package final class BucketReplica: PolledReplica {
     /// Reads the logs' new segments into the cache, starting from the listing's first page
     /// when it was sent ahead.
     package func makeCurrent() throws -> Bool {
+        try probed()
         let log = log
         let sent = opening.withLock { requests in
             defer { requests.firstPage = nil }; return requests.firstPage
@@ -137,15 +151,28 @@ package final class BucketReplica: PolledReplica {
 
     /// Reads the logs' new segments into the cache: one listing when there are none.
     package func poll() throws -> Int {
+        try probed()
         let log = log
         _ = try blocking { try await log.catchUp() }
         return try cache.changeSequence()
     }
 
-    package func changeSequence() throws -> Int { try cache.changeSequence() }
+    package func changeSequence() throws -> Int {
+        try probed()
+        return try cache.changeSequence()
+    }
+
     package func liveObjectCount() throws -> Int { try cache.liveCount() }
-    package func checkpoint(for peer: ReplicaID) throws -> Int? { try cache.checkpoint(for: peer) }
-    package func setCheckpoint(for peer: ReplicaID, to sequence: Int) throws { try cache.setCheckpoint(for: peer, to: sequence) }
+
+    package func checkpoint(for peer: ReplicaID) throws -> Int? {
+        try probed()
+        return try cache.checkpoint(for: peer)
+    }
+
+    package func setCheckpoint(for peer: ReplicaID, to sequence: Int) throws {
+        try probed()
+        try cache.setCheckpoint(for: peer, to: sequence)
+    }
 
     /// The view's sequence, or just before the first change the sync's pushes did not decide:
     /// where a version pushed meanwhile by another store won over the sync's, the store must
@@ -166,6 +193,7 @@ package final class BucketReplica: PolledReplica {
     /// The blobs of `entries`, each checked against its name; nil for a delete or a blob that
     /// is not there.
     package func contents(of entries: [ReplicaEntry]) throws -> [Data?] {
+        try probed()
         let (storage, layout) = (storage, layout)
         let hashes = entries.map { $0.isDeleted ? nil : $0.hash }
         return try blocking {
@@ -211,6 +239,7 @@ package final class BucketReplica: PolledReplica {
     }
 
     private func push(_ entries: [BucketEntry], blobs: [ContentHash: Data]) throws {
+        try probed()
         let (log, pusher) = (log, pusher)
         let other = try blocking { try await log.append(entries, to: pusher, blobs: blobs) }
         if let other { firstOther.withLock { $0 = min($0 ?? other, other) } }

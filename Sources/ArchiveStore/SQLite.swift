@@ -170,6 +170,17 @@ package final class SQLiteConnection {
         }
     }
 
+    /// Keeps the `-wal` and `-shm` files when the last connection closes, the WAL emptied
+    /// (with `PRAGMA journal_size_limit=0`) instead of deleted: for a database that one
+    /// short-lived process at a time opens, so that each open does not make both files again
+    /// (two file creations, slow on a disk that has just freed inodes) nor each close delete them.
+    ///
+    /// The corresponding C call is `sqlite3_file_control` with `SQLITE_FCNTL_PERSIST_WAL`.
+    package func keepWALFiles() {
+        var on: Int32 = 1
+        sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
+    }
+
     /// How many pages the WAL holds before a commit checkpoints it (``openWAL(path:)``): 32 MiB.
     package static let walCheckpointPages = 8192
 

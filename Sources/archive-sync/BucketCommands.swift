@@ -10,7 +10,7 @@ func isBucketURL(_ text: String) -> Bool { text.hasPrefix("s3://") }
 
 /// The client for the bucket `location` names, configured as the AWS tools are (variables,
 /// `~/.aws/credentials` and `~/.aws/config`).
-private func client(for location: S3Location) throws -> S3Client {
+private func s3Client(for location: S3Location) throws -> S3Client {
     var configuration = try S3Configuration.fromEnvironment()
     configuration.bucket = location.bucket
     return S3Client(configuration)
@@ -19,7 +19,7 @@ private func client(for location: S3Location) throws -> S3Client {
 /// `archive-sync init s3://bucket/prefix`: makes the prefix a bucket replica.
 func initBucket(_ url: String) throws {
     let location = try S3Location(parsing: url)
-    let client = try client(for: location)
+    let client = try s3Client(for: location)
     defer { _ = try? blocking { try await client.shutdown() } }
     let (replica, created) = try blocking { try await BucketReplica.create(storage: client, prefix: location.prefix, name: location.description) }
     printLine(created ? "bucket replica \(location) ready: replica \(replica)" : "\(location) already is a bucket replica: replica \(replica)")
@@ -58,15 +58,24 @@ extension StorePairArguments {
             throw ValidationError("a bucket syncs with a store in a directory on this host, not with \(path)")
         }
         let location = try S3Location(parsing: url)
-        let client = try client(for: location)
+        // The client, the bucket's cache and the sync's two first requests are made on a
+        // thread of their own while this one opens the store (a store that has synced with
+        // the bucket before names it in its cache), and the requests are answered meanwhile.
+        let starting = InBackground { () throws -> (S3Client, BucketOpening?) in
+            let made = try s3Client(for: location)
+            return (made, try? BucketReplicas.opening(forStoreAt: path, at: location, client: made))
+        }
+        let opened = Result { try Sync.openStore(path, create: create) }
+        let (client, opening) = try starting.value()
         let store: ArchiveStore
         let bucket: BucketReplica
-        // The sync's two first requests go out before the store is opened (a store that has
-        // synced with the bucket before names it in its cache) and are answered while it opens.
-        let opening = try? BucketReplicas.opening(forStoreAt: path, at: location, client: client)
         do {
-            store = try Sync.openStore(path, create: create)
-            bucket = try BucketReplicas.replica(for: store, at: location, client: client, opening: opening) { try await client.shutdown() }
+            store = try opened.get()
+            // No shutdown at the sync's end: this process exits then, and its connections
+            // close with it. The client is kept until then, as AsyncHTTPClient takes one
+            // deinitialized before its shutdown for a leak.
+            bucket = try BucketReplicas.replica(for: store, at: location, client: client, opening: opening)
+            _ = Unmanaged.passRetained(client)
         } catch {
             opening?.cancel()
             _ = try? blocking { try await client.shutdown() }

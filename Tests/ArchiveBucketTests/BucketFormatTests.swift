@@ -209,7 +209,7 @@ import Testing
 }
 
 /// A server that drops `If-None-Match`.
-private final class IgnoringBucket: BucketStorage {
+final class IgnoringBucket: BucketStorage {
     let inner: MemoryBucket
     init(_ inner: MemoryBucket = MemoryBucket()) { self.inner = inner }
     func write(_ key: String, _ data: Data, ifAbsent: Bool) async throws -> Bool { try await inner.write(key, data, ifAbsent: false) }
