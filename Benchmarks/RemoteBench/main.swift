@@ -179,7 +179,7 @@ extension RemoteBench {
                         { changed.rsync.append(try timed("rsync of 1,000 changes", rsync, rsyncSSH + [source, "root@127.0.0.1:" + r + "/"])) },
                         { try flushedReference(&changed, "1,000 changes", into: rf) },
                     ])
-                    floors.changed.append(try measureWriteFloor(ssh: Array(ssh.dropLast()), into: try scratch.sub("floor\(run)")))
+                    floors.changed.append(try measureWriteFloor(ssh: Array(ssh.dropLast()), near: source, into: try scratch.sub("floor\(run)")))
                 }
                 // Each run's stores are left in place until the end (see ScratchDirectory).
                 func last(_ values: [Double]) -> String { values.last.map { milliseconds($0) } ?? "-" }

@@ -138,9 +138,26 @@ final class Connection {
 
     /// Closes the pipes (the far side sees the end of its input) and waits briefly for the
     /// child; one that does not exit is terminated.
-    func close() {
+    ///
+    /// After a session the far side ended cleanly (its reply to `end` is in: every write it
+    /// made is durable in its manifest), `waitingForExit` false returns at once: the far
+    /// process still settles its store as it exits (the `syncfs` that lets its write intents
+    /// go, SQLite's checkpoint), which promises nothing more to this side, and ssh's teardown
+    /// follows. A thread of its own reaps the child meanwhile (a command's process may exit
+    /// first: the child is then reaped by init), and terminates one that outlives
+    /// ``exitGrace``.
+    func close(waitingForExit: Bool = true) {
         guard !isClosed else { return }
         isClosed = true
+        if !waitingForExit && live == nil {
+            process.closeStandardInput()
+            let process = self.process
+            Thread {
+                if process.wait(timeout: Self.exitGrace) == nil { _ = process.terminate(grace: .seconds(1)) }
+                process.closeStandardOutput()
+            }.start()
+            return
+        }
         live?.stop()
         process.closeStandardInput()
         // The child's stderr ends when it (and anything it started) exits: a prompt signal,
@@ -158,6 +175,9 @@ final class Connection {
         }
         process.closeStandardOutput()
     }
+
+    /// How long a far process that ended its session cleanly is given to settle and exit.
+    static let exitGrace = Duration.seconds(60)
 
     deinit {
         if !isClosed {
