@@ -155,8 +155,12 @@ package final class SQLiteConnection {
     /// its caller's time. A store checkpoints in the background instead, after
     /// its `syncfs` (``ArchiveStore/settleCommittedWrites()``); the bound caps the WAL of a
     /// process that never settles (one that only scans).
+    ///
+    /// `journal_size_limit` only matters with ``keepWALFiles()``: the last close then
+    /// truncates the WAL to nothing after its checkpoint (any limit makes it do so).
     package static func openWAL(path: String) throws -> SQLiteConnection {
-        let settings = "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA wal_autocheckpoint=\(walCheckpointPages);"
+        let settings =
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA wal_autocheckpoint=\(walCheckpointPages); PRAGMA journal_size_limit=\(walSizeLimit);"
         do {
             let db = try SQLiteConnection(path: path)
             try db.execute(settings)
@@ -170,15 +174,21 @@ package final class SQLiteConnection {
         }
     }
 
-    /// Keeps the `-wal` and `-shm` files when the last connection closes, the WAL emptied
-    /// (with `PRAGMA journal_size_limit=0`) instead of deleted: for a database that one
-    /// short-lived process at a time opens, so that each open does not make both files again
-    /// (two file creations, slow on a disk that has just freed inodes) nor each close delete them.
-    ///
-    /// The corresponding C call is `sqlite3_file_control` with `SQLITE_FCNTL_PERSIST_WAL`.
+    /// How large a WAL may stay after a checkpoint resets it (``openWAL(path:)``): more than
+    /// ``walCheckpointPages`` make, so that only the last close truncates it.
+    static let walSizeLimit = 64 << 20
+
+    /// Keeps the `-wal` and `-shm` files once made (`SQLITE_FCNTL_PERSIST_WAL`). By default
+    /// the last connection to close deletes both and the next process's open makes them
+    /// again: two file creations and two deletes for every command, on the path of a sync's
+    /// far side and of a bucket sync's cache (on ext4, a create costs up to milliseconds for
+    /// a while after a delete). The last close still checkpoints, and then empties the WAL
+    /// down to the connection's `journal_size_limit`. SQLite reads the setting at the close:
+    /// a manifest refused after its open (``Manifest``) is closed as before, without it. A
+    /// failure leaves SQLite's default.
     package func keepWALFiles() {
         var on: Int32 = 1
-        sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
+        _ = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
     }
 
     /// How many pages the WAL holds before a commit checkpoints it (``openWAL(path:)``): 32 MiB.

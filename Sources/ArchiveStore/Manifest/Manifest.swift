@@ -86,6 +86,8 @@ final class Manifest: Sendable {
                 throw error
             }
         }
+        // Only a manifest that opened keeps its WAL's files (a refused one is left as it was).
+        if readOnly == nil { db.keepWALFiles() }
         replica = ReplicaID(rawValue: current.replica)
         writeRefusal = readOnly
         self.path = path
