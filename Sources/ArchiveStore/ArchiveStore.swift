@@ -494,16 +494,3 @@ public final class ArchiveBatch {
         }
     }
 }
-
-/// What ``ArchiveStore/migrateAll(of:in:)`` did.
-public struct MigrationReport: Sendable, Codable {
-    public struct Failure: Sendable, Codable, Equatable {
-        public let key: String
-        public let reason: String
-    }
-
-    /// Keys rewritten in the current schema.
-    public var migrated: [String] = []
-    /// Keys that could not be migrated, left untouched.
-    public var failed: [Failure] = []
-}

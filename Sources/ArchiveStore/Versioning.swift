@@ -183,3 +183,16 @@ extension ObjectID: Codable {
         try container.encode(description)
     }
 }
+
+/// What ``ArchiveStore/migrateAll(of:in:)`` did.
+public struct MigrationReport: Sendable, Codable {
+    public struct Failure: Sendable, Codable, Equatable {
+        public let key: String
+        public let reason: String
+    }
+
+    /// Keys rewritten in the current schema.
+    public var migrated: [String] = []
+    /// Keys that could not be migrated, left untouched.
+    public var failed: [Failure] = []
+}
