@@ -1,4 +1,5 @@
 import ArchiveLocking
+import ArchiveS3
 import ArchiveStore
 import ArchiveSync
 import Crypto
@@ -75,13 +76,6 @@ extension BucketCache {
     /// The cache file of the bucket `key` names (its endpoint, bucket and prefix) in a store's
     /// metadata directory `directory`.
     package static func path(in directory: String, key: String) -> String {
-        let digest = SHA256.hash(data: Data(key.utf8)).prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        return directory + "/bucket-" + hexDigits(digest, width: 16) + ".sqlite"
+        directory + "/bucket-" + SignatureV4.hex(SHA256.hash(data: Data(key.utf8)).prefix(8)) + ".sqlite"
     }
-}
-
-/// `value` in lowercase hex, zero-padded to `width` digits.
-func hexDigits(_ value: UInt64, width: Int) -> String {
-    let digits = String(value, radix: 16)
-    return String(repeating: "0", count: max(0, width - digits.count)) + digits
 }

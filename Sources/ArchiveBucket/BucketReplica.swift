@@ -1,4 +1,5 @@
 import ArchiveLocking
+import ArchiveS3
 import ArchiveStore
 import ArchiveSync
 import Foundation
@@ -92,7 +93,7 @@ package final class BucketReplica: PolledReplica {
 
     /// 16 random hex digits. (Not `String(format:)`: its first use sets up Foundation's
     /// formatting, a cost on every sync's path.)
-    static func randomName() -> String { hexDigits(UInt64.random(in: .min ... .max), width: 16) }
+    static func randomName() -> String { SignatureV4.hex((0..<8).map { _ in UInt8.random(in: .min ... .max) }) }
 
     /// Checks that the server still enforces conditional writes and the marker is still
     /// there (``probeConditionalWrites(storage:marker:replica:name:)``). A probe sent ahead is

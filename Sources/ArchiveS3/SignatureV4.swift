@@ -6,7 +6,7 @@ import Foundation
 /// AWS's "Signature Calculations for the Authorization Header" documents them.
 ///
 /// Pure: the time is passed in, so a test checks it against AWS's published example.
-struct SignatureV4: Sendable {
+package struct SignatureV4: Sendable {
     var credentials: S3Credentials
     var region: String
     var service = "s3"
@@ -99,7 +99,8 @@ struct SignatureV4: Sendable {
         value.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
     }
 
-    static func hex<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
+    /// `bytes` in lower-case hex, two digits each (the encoding SigV4 signs and names hashes in).
+    package static func hex<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
         bytes.map { String($0, radix: 16).leftPadded(to: 2) }.joined()
     }
 }
