@@ -89,10 +89,34 @@ public func rsyncHasFsync(_ rsync: String) -> Bool {
 
 /// The `archive-sync` binary a benchmark runs: `cli` (its `--cli`), or the one next to the
 /// running program (`/proc/self/exe`), where `make bench` builds it.
+///
+/// The one next to the program is built by a `swift build` of its own: when it is older than
+/// the project's newest source file, this warns that it may not be the code being measured.
 public func archiveSyncPath(_ cli: String?) -> String {
     if let cli { return cli }
     let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-    return me.deletingLastPathComponent().appendingPathComponent("archive-sync").path
+    let path = me.deletingLastPathComponent().appendingPathComponent("archive-sync").path
+    warnIfOlderThanSources(path)
+    return path
+}
+
+/// Prints a warning when the binary at `path` is older than a file under the project's
+/// `Sources/` (found from this file's own path; nothing is said when it is not there).
+private func warnIfOlderThanSources(_ path: String) {
+    let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Sources").standardized
+    var binary = stat()
+    guard stat(path, &binary) == 0, let walk = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: [.contentModificationDateKey])
+    else { return }
+    let built = Date(timeIntervalSince1970: TimeInterval(binary.st_mtim.tv_sec))
+    for case let file as URL in walk {
+        guard let modified = try? file.resourceValues(forKeys: [.contentModificationDateKey]).contentModificationDate, modified > built else {
+            continue
+        }
+        print(
+            "WARNING: \(path) (built \(built)) is older than \(file.path) (\(modified)): rebuild it with"
+                + " `swift build -c release --static-swift-stdlib --package-path Benchmarks --product archive-sync`, or pass --cli PATH")
+        return
+    }
 }
 
 /// ``archiveSyncPath(_:)``, or an error saying how to build it when it is not there.

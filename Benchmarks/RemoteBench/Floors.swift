@@ -53,18 +53,27 @@ func statEveryEntry(of directory: String) throws -> Int {
     return seen.total
 }
 
-/// Writes `count` new files of 512 bytes into `directory` and makes them durable the cheapest
-/// way a store can: their bytes also appended to one log, flushed once (`fdatasync`), as the
-/// store's one manifest commit per page holds a page's bytes.
-func writeFilesFlushedOnce(count: Int, into directory: String) throws {
+/// Replaces each existing file `names` in `directory` with 512 new bytes, atomically (written
+/// in a staging directory beside, renamed over the old file, neither flushed), and makes them
+/// durable the cheapest way a store can: their bytes also appended to one log, flushed once
+/// (`fdatasync`), as the store's one manifest commit per page holds a page's bytes.
+func writeFilesFlushedOnce(_ names: [String], into directory: String) throws {
     let bytes = [UInt8](repeating: 97, count: 512)
-    let log = open(directory + "/log", O_CREAT | O_WRONLY | O_APPEND, 0o644)
-    guard log >= 0 else { throw BenchError("cannot create \(directory)/log: \(String(cString: strerror(errno)))") }
+    let staging = directory + "/.floor-staging"
+    guard mkdir(staging, 0o755) == 0 || errno == EEXIST else { throw BenchError("cannot make \(staging): \(String(cString: strerror(errno)))") }
+    let log = open(staging + "/log", O_CREAT | O_WRONLY | O_APPEND, 0o644)
+    guard log >= 0 else { throw BenchError("cannot create \(staging)/log: \(String(cString: strerror(errno)))") }
     defer { close(log) }
-    for n in 0..<count {
-        let fd = open(directory + "/f\(n).json", O_CREAT | O_WRONLY | O_TRUNC, 0o644)
-        guard fd >= 0, write(fd, bytes, bytes.count) == bytes.count, close(fd) == 0, write(log, bytes, bytes.count) == bytes.count else {
-            throw BenchError("cannot write \(directory)/f\(n).json: \(String(cString: strerror(errno)))")
+    for (n, name) in names.enumerated() {
+        let temp = staging + "/t\(n)"
+        // Each one is a change: the file is there to be replaced.
+        var status = stat()
+        guard lstat(directory + "/" + name, &status) == 0 else { throw BenchError("no \(directory)/\(name) to replace") }
+        let fd = open(temp, O_CREAT | O_EXCL | O_WRONLY, 0o644)
+        guard fd >= 0, write(fd, bytes, bytes.count) == bytes.count, close(fd) == 0, rename(temp, directory + "/" + name) == 0,
+            write(log, bytes, bytes.count) == bytes.count
+        else {
+            throw BenchError("cannot replace \(directory)/\(name): \(String(cString: strerror(errno)))")
         }
     }
     guard fdatasync(log) == 0 else { throw BenchError("fdatasync: \(String(cString: strerror(errno)))") }
@@ -108,7 +117,9 @@ extension RemoteBench {
             // Told by this side when it knows what to send (`measureWriteFloor`).
             var go: UInt8 = 0
             guard read(0, &go, 1) == 1 else { throw BenchError("the write floor's far side was not told to start") }
-            try writeFilesFlushedOnce(count: 1_000, into: directory)
+            // Then the names of the files to replace, one per line, until this side closes.
+            let names = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n").map(String.init)
+            try writeFilesFlushedOnce(names, into: directory)
             return true
         }
         return false
@@ -131,17 +142,21 @@ extension RemoteBench {
     }
 
     /// Workload 3's floor, in seconds: this side `lstat`s every file of `near` while ssh
-    /// connects and the far side starts; once both are done, the far side writes 1,000 new
-    /// files of 512 bytes and makes them durable with one flush (`writeFilesFlushedOnce`).
+    /// connects and the far side starts; once both are done, the far side replaces the files
+    /// `names` in `directory` (rsync's copy of the store's 100,000 files), each written beside
+    /// and renamed over its old self as any atomic write does, unflushed, and makes them durable
+    /// with one flush of an appended log (`writeFilesFlushedOnce`): a durable atomic change of
+    /// 1,000 existing files, with no manifest.
     /// The stat is in the floor because this side is not watched: finding which 1,000 of its
     /// files changed takes a look at each (rsync's pass does the same); it usually hides
     /// under the connection.
-    func measureWriteFloor(ssh: [String], near: String, into directory: String) throws -> Double {
+    func measureWriteFloor(ssh: [String], near: String, replacing names: [String], in directory: String) throws -> Double {
         let start = ContinuousClock.now
         let far = try ChildProcess("/usr/bin/env", ssh + [ownExecutable(), "--write-floor", directory], stdin: .pipe, stdout: .null, stderr: .null)
         _ = try statEveryEntry(of: near)
-        var go: UInt8 = 1
-        _ = write(far.standardInput!, &go, 1)
+        let go: UInt8 = 1
+        let message = [go] + Array(names.joined(separator: "\n").utf8)
+        _ = message.withUnsafeBytes { write(far.standardInput!, $0.baseAddress, $0.count) }
         far.closeStandardInput()
         let status = far.waitUntilExit()
         guard status == 0 else { throw BenchError("the far side's write floor failed with status \(status)") }
@@ -165,7 +180,7 @@ extension RemoteBench {
         if !changed.floor.isEmpty, !changed.ours.isEmpty {
             let floor = median(changed.floor)
             print(
-                "floor of 3 (ssh's connection, with this side's files stat'ed meanwhile, then 1,000 files of 512 bytes written on the far side and flushed once): \(milliseconds(floor)), \(ratio(floor / median(changed.rsync))) of rsync's; 1,000 changed takes \(ratio(median(changed.ours) / floor)) of it (within 10%: \(verdict(median(changed.ours) <= floor * 1.1)))"
+                "floor of 3 (ssh's connection, with this side's files stat'ed meanwhile, then 1,000 of the far side's 100,000 files replaced (each written beside and renamed over) and flushed once): \(milliseconds(floor)), \(ratio(floor / median(changed.rsync))) of rsync's; 1,000 changed takes \(ratio(median(changed.ours) / floor)) of it (within 10%: \(verdict(median(changed.ours) <= floor * 1.1)))"
             )
         }
     }

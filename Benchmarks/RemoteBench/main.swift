@@ -22,7 +22,7 @@ struct RemoteBench: ParsableCommand {
         commandName: "remote-bench",
         abstract: "`archive-sync sync` over ssh against rsync -a -e ssh on the same files, through an sshd of its own on 127.0.0.1.",
         discussion: """
-            Workloads (the issue's benchmark 5), each against rsync -a -e ssh on the same files: 1 first sync of N objects of 512 bytes into an empty store, against rsync followed by sync -f of the far directory; 2 no-op sync of the same, the time beyond ssh's own connection; 3 1,000 objects changed with the far side watched, against rsync and rsync --fsync. Workloads 2 and 3 also measure their floor over the same ssh: every file stat'ed on both sides at once (2), 1,000 files written on the far side and flushed once (3). Without workload 1, its syncs still run (untimed) to fill the far stores.
+            Workloads (the issue's benchmark 5), each against rsync -a -e ssh on the same files: 1 first sync of N objects of 512 bytes into an empty store, against rsync followed by sync -f of the far directory; 2 no-op sync of the same, the time beyond ssh's own connection; 3 1,000 objects changed with the far side watched, against rsync and rsync --fsync. Workloads 2 and 3 also measure their floor over the same ssh: every file stat'ed on both sides at once (2), the same 1,000 files replaced on the far side (written beside, renamed over) and flushed once (3). Without workload 1, its syncs still run (untimed) to fill the far stores.
 
             Exit status: 0 when every workload ran (a missed target prints FAIL), 1 when one failed to run, 2 for bad usage. See Benchmarks/README.md.
             """
@@ -41,7 +41,7 @@ struct RemoteBench: ParsableCommand {
     @Option(help: .hidden)
     var statFloor: String?
 
-    /// The far side of workload 3's floor: write 1,000 files into a directory, flushed once.
+    /// The far side of workload 3's floor: replace the files named on its input in a directory, flushed once.
     @Option(help: .hidden)
     var writeFloor: String?
 
@@ -169,6 +169,7 @@ extension RemoteBench {
                     defer { farWatcher.stop() }
                     try waitUntilCurrent(cli: cli, stores: [b])
                     let fill = Character(UnicodeScalar(UInt8(ascii: "a") + UInt8(run % 26)))
+                    let changedKeys = stride(from: run, to: count, by: count / 1_000).map { Blob.key($0) }
                     try store.batch { tx in
                         for i in stride(from: run, to: count, by: count / 1_000) {
                             try tx.save(Blob(i, fill: fill), forKey: Blob.key(i), in: Blob.collection)
@@ -179,12 +180,14 @@ extension RemoteBench {
                         { changed.rsync.append(try timed("rsync of 1,000 changes", rsync, rsyncSSH + [source, "root@127.0.0.1:" + r + "/"])) },
                         { try flushedReference(&changed, "1,000 changes", into: rf) },
                     ])
-                    floors.changed.append(try measureWriteFloor(ssh: Array(ssh.dropLast()), near: source, into: try scratch.sub("floor\(run)")))
+                    // The floor changes the same 1,000 files in rsync's copy (its own 100,000), after rsync's run.
+                    let names = changedKeys.map { $0 + ".json" }
+                    floors.changed.append(try measureWriteFloor(ssh: Array(ssh.dropLast()), near: source, replacing: names, in: r))
                 }
                 // Each run's stores are left in place until the end (see ScratchDirectory).
                 func last(_ values: [Double]) -> String { values.last.map { milliseconds($0) } ?? "-" }
                 print(
-                    "run \(run + 1): first \(last(first.ours)) vs \(last(first.rsync)) (with sync -f \(last(first.rsyncThenSync))); first no-op (settling, not in the table) \(milliseconds(settling)) vs \(milliseconds(settlingCopy)); no-op \(last(noop.ours)) vs \(last(noop.rsync)) (floor: both sides stat'ed at once over ssh \(last(floors.noop))); 1,000 changed, far side watched \(last(changed.ours)) vs \(last(changed.rsync)) (floor: 1,000 files written and flushed once over ssh \(last(floors.changed))); ssh alone \(milliseconds(connection.last!)); \(Int(creation)) us to create a file before it\(durableRsync ? "; rsync --fsync: first \(last(first.flushedRsync)), 1,000 changed \(last(changed.flushedRsync))" : "")"
+                    "run \(run + 1): first \(last(first.ours)) vs \(last(first.rsync)) (with sync -f \(last(first.rsyncThenSync))); first no-op (settling, not in the table) \(milliseconds(settling)) vs \(milliseconds(settlingCopy)); no-op \(last(noop.ours)) vs \(last(noop.rsync)) (floor: both sides stat'ed at once over ssh \(last(floors.noop))); 1,000 changed, far side watched \(last(changed.ours)) vs \(last(changed.rsync)) (floor: 1,000 of its files replaced and flushed once over ssh \(last(floors.changed))); ssh alone \(milliseconds(connection.last!)); \(Int(creation)) us to create a file before it\(durableRsync ? "; rsync --fsync: first \(last(first.flushedRsync)), 1,000 changed \(last(changed.flushedRsync))" : "")"
                 )
                 fflush(nil)
             }
