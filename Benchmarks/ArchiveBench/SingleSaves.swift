@@ -11,9 +11,11 @@ import Foundation
 /// each durability order, with no encoding: write+fsync+rename (Foundation's); write+rename
 /// unflushed then one `fdatasync` of a page appended to one file (the store's: its file written
 /// in a staging directory and renamed into its collection's, as the store does, and one commit
-/// of SQLite's WAL); and that append+fdatasync alone.
+/// of SQLite's WAL); and that append+fdatasync alone. A sixth is the store's order with each
+/// object encoded in it by `JSONEncoder`, as the store's codec and the baseline encode: the
+/// floor of a save of a model, not of bytes.
 ///
-/// The five alternate in 10 rounds of count/10 objects each, in a rotating order, so that a
+/// The six alternate in 10 rounds of count/10 objects each, in a rotating order, so that a
 /// slow spell of the shared machine's disk hits all of them alike. Each one's CPU time per
 /// save is printed beside its wall time: the store's gap to its floor is CPU, its commit's.
 func singleSaves(_ options: BenchOptions) throws -> [String] {
@@ -34,6 +36,8 @@ func singleSaves(_ options: BenchOptions) throws -> [String] {
     }
     let people = (0..<options.count).map(Person.sample)
     let bytes = Array(try JSONEncoder().encode(people[0]))
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     let contenders: [(Range<Int>) throws -> Void] = [
         { range in for n in range { try store.save(people[n], forKey: Person.key(n)) } },
         { range in for n in range { try baseline.save(people[n], forKey: Person.key(n)) } },
@@ -45,6 +49,13 @@ func singleSaves(_ options: BenchOptions) throws -> [String] {
             }
         },
         { range in for _ in range { try log.append(bytes) } },
+        { range in
+            for n in range {
+                let encoded = Array(try encoder.encode(people[n]))
+                try unflushed.write(encoded, as: "encoded\(n).json", sync: false)
+                try log.append(encoded)
+            }
+        },
     ]
     let rounds = 10
     let perRound = options.count / rounds
@@ -68,8 +79,10 @@ func singleSaves(_ options: BenchOptions) throws -> [String] {
             + " write+rename, append a 4 KiB page+fdatasync (the store's order) \(perSecond(total, totals[3])), ratio \(ratio(rate[3] / rate[2]));"
             + " the append+fdatasync alone \(perSecond(total, totals[4]))",
         "   the store reaches \(ratio(rate[0] / rate[3])) of its 1-flush floor; the baseline \(ratio(rate[1] / rate[2])) of its 1-fsync floor",
+        "   the store's order in C with each object encoded by JSONEncoder (a save of a model): \(perSecond(total, totals[5])),"
+            + " \(ratio(rate[5] / rate[1])) of the baseline; the store reaches \(ratio(rate[0] / rate[5])) of it (within 10%: \(verdict(rate[0] >= rate[5] * 0.9)))",
         "   CPU per save (this process, every thread, user + system): store \(microseconds(cpu[0], total)), baseline \(microseconds(cpu[1], total)),"
-            + " Foundation's order in C \(microseconds(cpu[2], total)), the store's order in C \(microseconds(cpu[3], total));"
+            + " Foundation's order in C \(microseconds(cpu[2], total)), the store's order in C \(microseconds(cpu[3], total)), encoding too \(microseconds(cpu[5], total));"
             + " wall time per save: store \(microseconds(totals[0], total)), the store's order in C \(microseconds(totals[3], total))",
     ]
 }
