@@ -83,7 +83,8 @@ extension ArchiveStore {
             let ticket = CommitTicket(staged)
             return try commitQueue.submit(ticket) { group in
                 let all = group.flatMap(\.writes)
-                if group.count > 1, let versions = try? commitStaged(all, inParallelFrom: 2) {
+                // A group that fails keeps its staged files: each caller's are committed below.
+                if group.count > 1, let versions = try? commitStaged(all, inParallelFrom: 2, keepingStagedOnFailure: true) {
                     var start = 0
                     for ticket in group {
                         ticket.outcome = .success(versions[start..<start + ticket.writes.count].map { $0 ?? 0 })
@@ -179,11 +180,15 @@ extension ArchiveStore {
     /// Steps 2 and 3 of ``apply(_:)`` for `staged`, which may hold the writes of several
     /// callers; `then` as ``applyChecked(_:then:)`` says.
     ///
-    /// - Parameter threshold: from how many placements step 3 runs on every core. A group's
-    ///   callers wait for its renames, which every other writer waits for too (`writer.lock`):
-    ///   a group commit makes even a few of them at once, its caller's one save each.
+    /// - Parameters:
+    ///   - threshold: from how many placements step 3 runs on every core. A group's callers
+    ///     wait for its renames, which every other writer waits for too (`writer.lock`): a
+    ///     group commit makes even a few of them at once, its caller's one save each.
+    ///   - keepingStagedOnFailure: when the commit fails, leave the staged files for a retry
+    ///     (a group's, whose callers' writes are then committed one by one).
     private func commitStaged(
-        _ staged: [StagedWrite], inParallelFrom threshold: Int = 256, then: ((ManifestTransaction, [Bool]) throws -> Void)? = nil
+        _ staged: [StagedWrite], inParallelFrom threshold: Int = 256, keepingStagedOnFailure: Bool = false,
+        then: ((ManifestTransaction, [Bool]) throws -> Void)? = nil
     ) throws -> [Int?] {
         // Made by ``stage(_:)`` whenever a file was staged; the metadata directory stands in
         // for a write that stages nothing (removes), which never names a staged file.
@@ -194,9 +199,11 @@ extension ArchiveStore {
         var changedOnDisk: Set<Int> = []
         defer {
             // Staged files not renamed: already stored as asked, skipped, or the commit failed.
-            let where_ = path.appendingComponent(FileName.metadataDirectory).appendingComponent(Self.stagingDirectory)
-            for temp in staged.compactMap(\.temp) where !placed.contains(temp) {
-                _ = try? FileSystem.removeFile(temp, in: staging, path: where_.appendingComponent(temp))
+            if committed != nil || !keepingStagedOnFailure {
+                let where_ = path.appendingComponent(FileName.metadataDirectory).appendingComponent(Self.stagingDirectory)
+                for temp in staged.compactMap(\.temp) where !placed.contains(temp) {
+                    _ = try? FileSystem.removeFile(temp, in: staging, path: where_.appendingComponent(temp))
+                }
             }
         }
         do {

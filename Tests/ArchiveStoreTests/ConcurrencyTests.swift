@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TestSupport
 import Testing
 
@@ -149,5 +150,48 @@ struct CoreShareTests {
         struct Failure: Error {}
         #expect(throws: Failure.self) { try inParallel({ 1 }, { () throws -> Int in throw Failure() }) }
         #expect(throws: Failure.self) { try inParallel({ () throws -> Int in throw Failure() }, { 1 }) }
+    }
+
+    /// Saves that queue behind a commit are committed together (group commit). When one of
+    /// them is refused (here: its object's row is damaged), the group fails and its writes are
+    /// committed caller by caller: the refused one fails alone, and the other caller's save
+    /// lands and says so, its staged file not removed by the group's failure.
+    @Test func aSaveRefusedInAGroupCommitFailsOnlyItsCaller() throws {
+        try withTemporaryDirectory { dir throws in
+            let path = dir + "/store"
+            let store = try ArchiveStore(directory: path)
+            try store.save(Item(task: 0, index: 0, payload: "x"), forKey: "damaged")
+            try SQLiteConnection(path: path + "/.archive-sync/manifest.sqlite").run(
+                "UPDATE objects SET file = '../../outside.json' WHERE key = 'damaged'")
+            // Held here, writer.lock keeps the first save in its commit while the next two
+            // stage their files and queue behind it, to be committed as one group.
+            let lock = open(path + "/.archive-sync/writer.lock", O_RDWR)
+            #expect(lock >= 0 && flock(lock, LOCK_EX) == 0)
+            let outcomes = Mutex<[String: String]>([:])
+            let done = DispatchGroup()
+            func save(_ key: String, after delay: UInt32) {
+                done.enter()
+                Thread.detachNewThread {
+                    usleep(delay)
+                    let outcome: String
+                    do { outcome = "saved \(try store.save(Item(task: 1, index: 1, payload: key), forKey: key))" } catch { outcome = "\(error)" }
+                    outcomes.withLock { $0[key] = outcome }
+                    done.leave()
+                }
+            }
+            save("first", after: 0)
+            save("good", after: 200_000)
+            save("damaged", after: 200_000)
+            usleep(1_000_000)
+            flock(lock, LOCK_UN)
+            close(lock)
+            done.wait()
+            let results = outcomes.withLock { $0 }
+            #expect(results["first"] == "saved 1")
+            #expect(results["good"] == "saved 1", "\(results)")
+            #expect(results["damaged"]?.contains("outside.json") == true, "\(results)")
+            #expect(try store.load(Item.self, forKey: "good")?.payload == "good")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: path + "/.archive-sync/staging").isEmpty)
+        }
     }
 }
