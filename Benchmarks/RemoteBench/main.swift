@@ -22,7 +22,7 @@ struct RemoteBench: ParsableCommand {
         commandName: "remote-bench",
         abstract: "`archive-sync sync` over ssh against rsync -a -e ssh on the same files, through an sshd of its own on 127.0.0.1.",
         discussion: """
-            Workloads (the issue's benchmark 5), each against rsync -a -e ssh on the same files: 1 first sync of N objects of 512 bytes into an empty store, against rsync followed by sync -f of the far directory; 2 no-op sync of the same, the time beyond ssh's own connection; 3 1,000 objects changed with the far side watched, against rsync and rsync --fsync. Workloads 2 and 3 also measure their floor over the same ssh: every file stat'ed on both sides at once (2), the same 1,000 files replaced on the far side (written beside, renamed over) and flushed once (3). Without workload 1, its syncs still run (untimed) to fill the far stores.
+            Workloads (the issue's benchmark 5), each against rsync -a -e ssh on the same files: 1 first sync of N objects of 512 bytes into an empty store, against rsync followed by sync -f of the far directory; 2 no-op sync of the same, the time beyond ssh's own connection; 3 1,000 objects changed with the far side watched, against rsync and rsync --fsync. Workloads 2 and 3 also measure their floor over the same ssh: every file stat'ed on both sides at once (2), the same 1,000 files replaced on the far side (each written under a hidden name beside it, renamed over it) and flushed once (3). Without workload 1, its syncs still run (untimed) to fill the far stores.
 
             Exit status: 0 when every workload ran (a missed target prints FAIL), 1 when one failed to run, 2 for bad usage. See Benchmarks/README.md.
             """
