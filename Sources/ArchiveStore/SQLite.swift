@@ -268,6 +268,15 @@ package final class SQLiteConnection {
     /// The corresponding C function is `sqlite3_last_insert_rowid`.
     var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
 
+    /// A number that changes whenever the database does, by this connection's commits or by
+    /// any other connection's, in any process (`SQLITE_FCNTL_DATA_VERSION`): taken inside a
+    /// write transaction, it says whether anything committed since it was last taken. nil
+    /// when SQLite does not say.
+    var dataVersion: UInt32? {
+        var version: UInt32 = 0
+        return sqlite3_file_control(handle, "main", SQLITE_FCNTL_DATA_VERSION, &version) == SQLITE_OK ? version : nil
+    }
+
     /// Whether the database has a table of this name.
     func hasTable(_ name: String) throws -> Bool {
         try first("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(name)]) { _ in true } != nil
