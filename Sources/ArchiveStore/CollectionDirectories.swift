@@ -21,6 +21,14 @@ final class CollectionDirectories: Sendable {
 
     private let kept = TracedMutex<[ExactName: Kept]>([:])
 
+    /// How many directories are kept at most: a store of many collections (a sync's pages
+    /// span them all) must not hold a descriptor for each, which could use up the process's
+    /// limit. Past it, the kept ones are let go and keeping starts over.
+    static let limit = 32
+
+    /// How many directories are kept now.
+    var count: Int { kept.withLock { $0.count } }
+
     /// The kept descriptor of `name` (an entry of `root`), when that name still leads to it;
     /// nil when it does not (then forgotten) or none is kept.
     func current(_ name: String, in root: Descriptor) -> Descriptor? {
@@ -35,7 +43,10 @@ final class CollectionDirectories: Sendable {
     /// Keeps `directory`, just opened as `name`.
     func keep(_ directory: Descriptor, as name: String) {
         guard let identity = FileSystem.identity(of: directory) else { return }
-        kept.withLock { $0[ExactName(name)] = Kept(directory: directory, identity: identity) }
+        kept.withLock { kept in
+            if kept.count >= Self.limit && kept[ExactName(name)] == nil { kept.removeAll() }
+            kept[ExactName(name)] = Kept(directory: directory, identity: identity)
+        }
     }
 }
 

@@ -21,6 +21,15 @@ import Testing
         }
     }
 
+    @Test func aStoreOfManyCollectionsKeepsOnlySoManyDirectoriesOpen() throws {
+        try withStore { store, _ in
+            let collections = (0..<(CollectionDirectories.limit * 3)).map { "C\($0)" }
+            for collection in collections { try store.save(Person(name: collection, age: 1), forKey: "k", in: collection) }
+            #expect(store.collectionDirectories.count <= CollectionDirectories.limit)
+            #expect(store.collectionDirectories.count > 0)
+        }
+    }
+
     @Test func aSaveAfterItsDirectoryWasRenamedAwayLandsInTheCollectionsNewDirectory() throws {
         try withStore { store, path in
             try store.save(Person(name: "Ada", age: 36), forKey: "ada")
