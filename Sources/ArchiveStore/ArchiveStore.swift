@@ -79,6 +79,8 @@ public final class ArchiveStore: Sendable {
     let staging = TracedMutex<Descriptor?>(nil)
     /// Saves of several threads that land together, committed as one (Writes+Commit.swift).
     let commitQueue = CommitQueue()
+    /// The collection directories writes have opened, kept open for the next.
+    let collectionDirectories = CollectionDirectories()
 
     deinit {
         // Released: its committed writes get their `syncfs` now rather than at the next open.

@@ -61,7 +61,25 @@ private let SQLITE_TRANSIENT = unsafeBitCast(-1, to: sqlite3_destructor_type.sel
 /// Not thread-safe: the owner serializes every call (``Manifest`` keeps it behind a mutex).
 package final class SQLiteConnection {
     private var handle: OpaquePointer
-    private var statements: [String: OpaquePointer] = [:]
+    private var statements: [StatementKey: OpaquePointer] = [:]
+
+    /// A statement's SQL as the key of its prepared statement, hashed by its length and its
+    /// last bytes only: hashing the whole of a long statement (400 bytes for a row of
+    /// `objects`) at every run cost a single save more than binding its values. Equal keys
+    /// still compare the whole text, byte for byte (as the hash reads it).
+    private struct StatementKey: Hashable {
+        let sql: String
+
+        static func == (lhs: Self, rhs: Self) -> Bool { ExactName(lhs.sql) == ExactName(rhs.sql) }
+
+        func hash(into hasher: inout Hasher) {
+            var sql = sql
+            sql.withUTF8 { bytes in
+                hasher.combine(bytes.count)
+                hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes.suffix(32))))
+            }
+        }
+    }
 
     /// How ``SQLiteConnection/init(path:mode:busyTimeoutMilliseconds:)`` opens a database.
     package enum OpenMode {
@@ -250,6 +268,15 @@ package final class SQLiteConnection {
     /// The corresponding C function is `sqlite3_last_insert_rowid`.
     var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
 
+    /// A number that changes whenever the database does, by this connection's commits or by
+    /// any other connection's, in any process (`SQLITE_FCNTL_DATA_VERSION`): taken inside a
+    /// write transaction, it says whether anything committed since it was last taken. nil
+    /// when SQLite does not say.
+    var dataVersion: UInt32? {
+        var version: UInt32 = 0
+        return sqlite3_file_control(handle, "main", SQLITE_FCNTL_DATA_VERSION, &version) == SQLITE_OK ? version : nil
+    }
+
     /// Whether the database has a table of this name.
     func hasTable(_ name: String) throws -> Bool {
         try first("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(name)]) { _ in true } != nil
@@ -261,11 +288,11 @@ package final class SQLiteConnection {
     }
 
     private func prepared(_ sql: String) throws -> OpaquePointer {
-        if let statement = statements[sql] { return statement }
+        if let statement = statements[StatementKey(sql: sql)] { return statement }
         var statement: OpaquePointer?
         let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
         guard rc == SQLITE_OK, let statement else { throw lastError(rc, sql: sql) }
-        statements[sql] = statement
+        statements[StatementKey(sql: sql)] = statement
         return statement
     }
 

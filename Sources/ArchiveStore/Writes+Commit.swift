@@ -82,9 +82,10 @@ extension ArchiveStore {
         try withStaged(requested, stager: stager) { staged in
             let ticket = CommitTicket(staged)
             return try commitQueue.submit(ticket) { group in
-                let all = group.flatMap(\.writes)
                 // A group that fails keeps its staged files: each caller's are committed below.
-                if group.count > 1, let versions = try? commitStaged(all, inParallelFrom: 2, keepingStagedOnFailure: true) {
+                if group.count > 1,
+                    let versions = try? commitStaged(group.flatMap(\.writes), inParallelFrom: 2, keepingStagedOnFailure: true)
+                {
                     var start = 0
                     for ticket in group {
                         ticket.outcome = .success(versions[start..<start + ticket.writes.count].map { $0 ?? 0 })
@@ -200,9 +201,8 @@ extension ArchiveStore {
         defer {
             // Staged files not renamed: already stored as asked, skipped, or the commit failed.
             if committed != nil || !keepingStagedOnFailure {
-                let where_ = path.appendingComponent(FileName.metadataDirectory).appendingComponent(Self.stagingDirectory)
                 for temp in staged.compactMap(\.temp) where !placed.contains(temp) {
-                    _ = try? FileSystem.removeFile(temp, in: staging, path: where_.appendingComponent(temp))
+                    _ = try? removeStaged(temp, in: staging)
                 }
             }
         }
@@ -218,7 +218,7 @@ extension ArchiveStore {
                 },
                 afterCommit: { outcome in
                     committed = outcome
-                    let independent = Set(staged.lazy.map(\.write.id)).count == staged.count
+                    let independent = staged.count == 1 || Set(staged.lazy.map(\.write.id)).count == staged.count
                     let done = try place(outcome, staging: staging, inParallelFrom: independent ? threshold : .max)
                     for (index, placement) in outcome.placements.enumerated() {
                         if !done[index] { changedOnDisk.insert(placement.write) }
@@ -289,7 +289,9 @@ extension ArchiveStore {
     /// changed, so that the rest goes ahead.
     private func record(_ staged: [StagedWrite], directories: [ExactName: Descriptor], tx: ManifestTransaction) throws -> Committed {
         var occurrences: [ObjectID: Int] = [:]
-        for write in staged { occurrences[write.write.id, default: 0] += 1 }
+        if staged.count > 1 {
+            for write in staged { occurrences[write.write.id, default: 0] += 1 }
+        }
         var committed = Committed(versions: Array(repeating: nil, count: staged.count))
         for (index, item) in staged.enumerated() {
             let write = item.write
@@ -301,7 +303,7 @@ extension ArchiveStore {
                 if write.condition != nil { continue }
                 throw damage
             }
-            if occurrences[write.id] == 1, let version = try storedVersion(matching: write, record: existing) {
+            if occurrences[write.id, default: 1] == 1, let version = try storedVersion(matching: write, record: existing) {
                 committed.versions[index] = version
                 continue
             }

@@ -32,6 +32,8 @@ struct PendingWrite: Sendable {
 }
 
 private let tempCounter = Atomic<Int>(0)
+/// What every temp name of this process starts with: made once, not at every save.
+private let tempNamePrefix = "\(FileName.tempPrefix)\(ProcessIdentity.current.pid).\(ProcessIdentity.current.startTime)."
 
 extension ArchiveStore {
     /// Encodes `value` for `id` in its collection's codec (and hashes it, unless told not to).
@@ -51,9 +53,8 @@ extension ArchiveStore {
 
     /// A temp file name no other process or thread uses, that names its owner for clean-up.
     func tempName() -> String {
-        let me = ProcessIdentity.current
         let n = tempCounter.add(1, ordering: .relaxed).newValue
-        return "\(FileName.tempPrefix)\(me.pid).\(me.startTime).\(n)"
+        return tempNamePrefix + String(n)
     }
 
     /// Why `write` must not be made: the file it writes, or the file its live row names (which
@@ -80,15 +81,20 @@ extension ArchiveStore {
 
     /// Opens a collection's directory, creating it when asked; nil when it does not exist.
     /// (Its entry in the store's directory is made durable by the first commit into it.)
+    /// The descriptor is kept for the next write while the name leads to it (``CollectionDirectories``).
     func openCollection(_ collection: String, create: Bool) throws -> Descriptor? {
         let name = FileName.encode(collection)
+        if let kept = collectionDirectories.current(name, in: root) { return kept }
+        let opened: Descriptor
         do {
-            return try FileSystem.openDirectory(name, in: root, path: path.appendingComponent(name))
+            opened = try FileSystem.openDirectory(name, in: root, path: path.appendingComponent(name))
         } catch let error as SystemCallError where error.errno == ENOENT {
             guard create else { return nil }
             try FileSystem.makeDirectory(name, in: root, path: path.appendingComponent(name))
-            return try FileSystem.openDirectory(name, in: root, path: path.appendingComponent(name))
+            opened = try FileSystem.openDirectory(name, in: root, path: path.appendingComponent(name))
         }
+        collectionDirectories.keep(opened, as: name)
+        return opened
     }
 
     /// Finishes the writes of processes that died mid-write (and this process's own whose

@@ -21,6 +21,9 @@ final class Manifest: Sendable {
     /// put in place after the commit that makes it durable, and no other process's write may
     /// come between the two. -1 when the store is read-only or the file cannot be opened.
     private let writerLock: Int32
+    /// What the last write transaction learnt, for the next (``ManifestTransaction/Carried``):
+    /// a single save then reads neither the change sequence nor the history limit again.
+    private let carried = TracedMutex<ManifestTransaction.Carried?>(nil)
     /// The manifest's resolved path, for a second connection (``ArchiveStore/openManifestReader()``).
     let path: String
     /// This store's replica id, made when the store was created.
@@ -151,14 +154,24 @@ final class Manifest: Sendable {
             defer { if !flushed { try? db.execute("PRAGMA synchronous=FULL") } }
             // Prepared once and kept, as every statement is: `execute` parsed them at every save.
             try db.run(begin)
-            let tx = ManifestTransaction(db: db, replica: replica)
+            // A write transaction takes its snapshot at its BEGIN (a read's only at its first
+            // statement): what the last one learnt holds if nothing committed since.
+            let writes = begin != "BEGIN"
+            let carried = writes ? self.carried.withLock { $0 } : nil
+            let tx = ManifestTransaction(
+                db: db, replica: replica, carrying: carried.flatMap { $0.dataVersion == db.dataVersion ? $0 : nil })
             let result: T
             do {
                 result = try body(tx)
                 try db.run("COMMIT")
             } catch {
                 try? db.execute("ROLLBACK")
+                if writes { self.carried.withLock { $0 = nil } }
                 throw error
+            }
+            if writes {
+                let next = tx.carried(at: db.dataVersion)
+                self.carried.withLock { $0 = next }
             }
             try afterCommit(result)
             // Tells followers in every process (a live session's `ManifestFollower`) that the

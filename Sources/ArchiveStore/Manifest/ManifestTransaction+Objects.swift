@@ -168,6 +168,8 @@ extension ManifestTransaction {
         let hashValue: SQLValue = change.hash.map { .blob($0.bytes) } ?? .null
         let schemaValue: SQLValue = change.schemaVersion.map { .integer(Int64($0)) } ?? .null
         let stamp = change.stamp
+        // Both rows store it: made once (sorting and joining the counters is a save's cost).
+        let vectorText = SQLValue.text(vector.description)
         try db.run(
             """
             INSERT OR REPLACE INTO objects(\(ObjectRecord.columns), created_seq)
@@ -175,7 +177,7 @@ extension ManifestTransaction {
                    coalesce(?, (SELECT created_seq FROM objects WHERE collection = ?1 AND key = ?2)))
             """,
             [
-                .text(change.id.collection), .text(change.id.key), .text(change.file), .integer(Int64(version)), .text(vector.description),
+                .text(change.id.collection), .text(change.id.key), .text(change.file), .integer(Int64(version)), vectorText,
                 hashValue, .integer(Int64(size)),
                 stamp.map { .integer($0.size) } ?? .null, stamp.map { .integer($0.mtimeNanoseconds) } ?? .null,
                 stamp.map { .integer(Int64(bitPattern: $0.inode)) } ?? .null, .integer(stamp.map { isRacy($0) ? 1 : 0 } ?? 0),
@@ -189,11 +191,12 @@ extension ManifestTransaction {
             "INSERT INTO history(collection, key, version, file, hash, size, modified, deleted, replica, vector, schema, data) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 .text(change.id.collection), .text(change.id.key), .integer(Int64(version)), .text(change.file), hashValue, .integer(Int64(size)),
-                .integer(modified), .integer(change.content == nil ? 1 : 0), .text(author.rawValue), .text(vector.description), schemaValue,
+                .integer(modified), .integer(change.content == nil ? 1 : 0), .text(author.rawValue), vectorText, schemaValue,
                 change.content.map { .blob($0) } ?? .null,
             ])
-        let limit = try historyLimit()
-        if version > limit {
+        // A first version has nothing to prune (the limit is at least 1): a new object's save
+        // skips reading the limit, a statement of its own.
+        if version > 1, case let limit = try historyLimit(), version > limit {
             try prune(change.id, keepingFrom: version - limit + 1)
         }
         let recordedChange = StoreChange(id: change.id, kind: kind, version: version, origin: change.origin, sequence: sequence)

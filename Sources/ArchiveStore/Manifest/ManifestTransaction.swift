@@ -19,13 +19,32 @@ final class ManifestTransaction {
     /// When this transaction began: the time it records as every change's.
     let now = Manifest.now()
 
-    init(db: SQLiteConnection, replica: ReplicaID) {
-        self.db = db
-        self.replica = replica
+    /// What one write transaction learnt that the next may use without reading it again: the
+    /// change sequence and the history limit, true for as long as no other connection commits
+    /// (``SQLiteConnection/dataVersion`` stays as it was after this connection's commit).
+    struct Carried: Sendable {
+        var dataVersion: UInt32
+        var sequence: Int
+        var historyLimit: Int?
     }
 
-    /// How many versions of each object history keeps: read in each transaction, because
-    /// another process may have changed it.
+    init(db: SQLiteConnection, replica: ReplicaID, carrying carried: Carried? = nil) {
+        self.db = db
+        self.replica = replica
+        sequence = carried?.sequence
+        cachedHistoryLimit = carried?.historyLimit
+    }
+
+    /// What the next write transaction may use, once this one committed and the database
+    /// is at `dataVersion`; nil when this one never learnt the sequence.
+    func carried(at dataVersion: UInt32?) -> Carried? {
+        guard let dataVersion, let sequence else { return nil }
+        return Carried(dataVersion: dataVersion, sequence: sequence, historyLimit: cachedHistoryLimit)
+    }
+
+    /// How many versions of each object history keeps: read in each transaction (or carried
+    /// from the last, when no other connection committed since), because another process may
+    /// have changed it.
     func historyLimit() throws -> Int {
         if let cachedHistoryLimit { return cachedHistoryLimit }
         let limit = try meta("history_limit").flatMap { Int($0) } ?? Manifest.defaultHistoryLimit

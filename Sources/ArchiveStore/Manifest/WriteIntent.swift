@@ -65,11 +65,17 @@ extension WriteIntent.Entry {
     /// directly: a sync records an intent of 1,000 entries per page, and `JSONEncoder` took 6%
     /// of a first sync's time doing it. Read back with `JSONDecoder`.
     static func json(_ entries: [Self]) -> String {
-        let hexDigits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(entries.count * 256)
         func string(_ value: String) {
             out.append(UInt8(ascii: "\""))
+            // Names and keys rarely need an escape: copied whole, not byte by byte (every save
+            // writes an intent).
+            if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+                out.append(contentsOf: value.utf8)
+                out.append(UInt8(ascii: "\""))
+                return
+            }
             for byte in value.utf8 {
                 switch byte {
                 case UInt8(ascii: "\""), UInt8(ascii: "\\"):
@@ -82,10 +88,20 @@ extension WriteIntent.Entry {
             }
             out.append(UInt8(ascii: "\""))
         }
-        func field(_ name: String, first: Bool = false) {
+        func field(_ name: StaticString, first: Bool = false) {
             if !first { out.append(UInt8(ascii: ",")) }
-            string(name)
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+            out.append(UInt8(ascii: "\""))
             out.append(UInt8(ascii: ":"))
+        }
+        func hex(_ hash: ContentHash) {
+            out.append(UInt8(ascii: "\""))
+            for byte in hash.bytes {
+                out.append(hexDigits[Int(byte >> 4)])
+                out.append(hexDigits[Int(byte & 0xF)])
+            }
+            out.append(UInt8(ascii: "\""))
         }
         out.append(UInt8(ascii: "["))
         for (index, entry) in entries.enumerated() {
@@ -103,7 +119,7 @@ extension WriteIntent.Entry {
             }
             if let hash = entry.hash {
                 field("hash")
-                string(hash.description)
+                hex(hash)
             }
             if let schemaVersion = entry.schemaVersion {
                 field("schemaVersion")
@@ -134,7 +150,7 @@ extension WriteIntent.Entry {
             }
             if let previous = entry.previous {
                 field("previous")
-                string(previous.description)
+                hex(previous)
             }
             if let replaced = entry.replaced {
                 field("replaced")
@@ -145,4 +161,6 @@ extension WriteIntent.Entry {
         out.append(UInt8(ascii: "]"))
         return String(decoding: out, as: UTF8.self)
     }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
 }
