@@ -55,8 +55,8 @@ func statEveryEntry(of directory: String) throws -> Int {
 
 /// Replaces each existing file `names` in `directory` with 512 new bytes, atomically (written
 /// under a hidden name in the same directory, as rsync does, and renamed over the old file,
-/// neither flushed: on this ext4 a rename within one directory costs a third to a fifth of one
-/// from a staging directory beside, as the store's is; Benchmarks/LOG.md), and makes them
+/// neither flushed: on this ext4 that costs 0.25-0.9x of making the file in a staging
+/// directory beside, as the store does; Benchmarks/LOG.md), and makes them
 /// durable the cheapest way a store can: their bytes also appended to one log, flushed once
 /// (`fdatasync`), as the store's one manifest commit per page holds a page's bytes.
 func writeFilesFlushedOnce(_ names: [String], into directory: String) throws {
