@@ -4,10 +4,12 @@
 // `intents` row; every 3,000 saves the intents go in an unflushed commit, as the store's
 // settle drops them. Prints wall and CPU time per save. Run it on tmpfs for CPU alone.
 //   cc -O2 -o /tmp/commit-model Benchmarks/tools/commit-model.c -lsqlite3
-//   /tmp/commit-model DB SAVES AUTOCHECKPOINT TICK-CHECKPOINT [INTENT [INDEX]]
+//   /tmp/commit-model DB SAVES AUTOCHECKPOINT TICK-CHECKPOINT [INTENT [INDEX [ROWID-HISTORY [SIZE]]]]
 //   e.g. /tmp/commit-model /dev/shm/m.db 10000 1000 0      (the store's settings)
 //        /tmp/commit-model /dev/shm/m.db 10000 0 1         (a PASSIVE checkpoint at each drop instead)
 //        /tmp/commit-model /dev/shm/m.db 10000 1000 0 0 0  (no intent row, no sequence index)
+//        /tmp/commit-model /tmp/m.db 3000 1000 0 1 1 1 512  (history as a rowid table with a unique
+//        index on (collection, key, version) instead of WITHOUT ROWID, 512-byte versions)
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,10 +34,10 @@ static void step(sqlite3_stmt *statement) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 5) { fprintf(stderr, "usage: commit-model DB SAVES AUTOCHECKPOINT TICK-CHECKPOINT [INTENT [INDEX]]\n"); return 2; }
+    if (argc < 5) { fprintf(stderr, "usage: commit-model DB SAVES AUTOCHECKPOINT TICK-CHECKPOINT [INTENT [INDEX [ROWID-HISTORY [SIZE]]]]\n"); return 2; }
     const char *path = argv[1];
     int saves = atoi(argv[2]), autocheckpoint = atoi(argv[3]), tickCheckpoint = atoi(argv[4]);
-    int withIntent = argc > 5 ? atoi(argv[5]) : 1, withIndex = argc > 6 ? atoi(argv[6]) : 1;
+    int withIntent = argc > 5 ? atoi(argv[5]) : 1, withIndex = argc > 6 ? atoi(argv[6]) : 1, rowidHistory = argc > 7 ? atoi(argv[7]) : 0, size = argc > 8 ? atoi(argv[8]) : 194;
     const int tick = 3000;
     char other[4200];
     unlink(path);
@@ -53,10 +55,13 @@ int main(int argc, char **argv) {
             " racy INTEGER NOT NULL DEFAULT 0, modified INTEGER NOT NULL, deleted INTEGER NOT NULL DEFAULT 0, schema INTEGER,"
             " seq INTEGER NOT NULL, replica TEXT NOT NULL, kind TEXT, origin TEXT, created_seq INTEGER,"
             " PRIMARY KEY(collection, key)) WITHOUT ROWID;"
-            "CREATE TABLE history(collection TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, file TEXT NOT NULL,"
-            " hash BLOB, size INTEGER NOT NULL, modified INTEGER NOT NULL, deleted INTEGER NOT NULL, replica TEXT NOT NULL,"
-            " vector TEXT NOT NULL, schema INTEGER, data BLOB, PRIMARY KEY(collection, key, version)) WITHOUT ROWID;"
             "CREATE TABLE intents(id INTEGER PRIMARY KEY, pid INTEGER NOT NULL, start INTEGER NOT NULL, entries TEXT NOT NULL);");
+    if (rowidHistory) run(db, "CREATE TABLE history(collection TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, file TEXT NOT NULL,"
+            " hash BLOB, size INTEGER NOT NULL, modified INTEGER NOT NULL, deleted INTEGER NOT NULL, replica TEXT NOT NULL,"
+            " vector TEXT NOT NULL, schema INTEGER, data BLOB); CREATE UNIQUE INDEX history_by_version ON history(collection, key, version);");
+    else run(db, "CREATE TABLE history(collection TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, file TEXT NOT NULL,"
+            " hash BLOB, size INTEGER NOT NULL, modified INTEGER NOT NULL, deleted INTEGER NOT NULL, replica TEXT NOT NULL,"
+            " vector TEXT NOT NULL, schema INTEGER, data BLOB, PRIMARY KEY(collection, key, version)) WITHOUT ROWID;");
     if (withIndex) run(db, "CREATE INDEX objects_by_seq ON objects(seq)");
     sqlite3_stmt *object, *history, *intent, *drop;
     sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO objects VALUES(?, ?, ?, 1, 'r:1', ?, 194, 194, 1, 1, 1, 1, 0, NULL, ?,"
@@ -64,7 +69,7 @@ int main(int argc, char **argv) {
     sqlite3_prepare_v2(db, "INSERT INTO history VALUES(?, ?, 1, ?, ?, 194, 1, 0, 'replica-id-0', 'r:1', NULL, ?)", -1, &history, 0);
     sqlite3_prepare_v2(db, "INSERT INTO intents(pid, start, entries) VALUES(1, 2, ?)", -1, &intent, 0);
     sqlite3_prepare_v2(db, "DELETE FROM intents", -1, &drop, 0);
-    char data[194], entries[300];
+    char data[4096], entries[300];
     unsigned char hash[32];
     memset(data, 'd', sizeof data);
     memset(entries, 'e', sizeof entries - 1);
@@ -87,7 +92,7 @@ int main(int argc, char **argv) {
         sqlite3_bind_text(history, 2, key, -1, SQLITE_STATIC);
         sqlite3_bind_text(history, 3, file, -1, SQLITE_STATIC);
         sqlite3_bind_blob(history, 4, hash, sizeof hash, SQLITE_STATIC);
-        sqlite3_bind_blob(history, 5, data, sizeof data, SQLITE_STATIC);
+        sqlite3_bind_blob(history, 5, data, size, SQLITE_STATIC);
         step(history);
         if (withIntent) {
             sqlite3_bind_text(intent, 1, entries, -1, SQLITE_STATIC);
@@ -103,8 +108,8 @@ int main(int argc, char **argv) {
     }
     wall = clockSeconds(CLOCK_MONOTONIC) - wall;
     cpu = clockSeconds(CLOCK_PROCESS_CPUTIME_ID) - cpu;
-    printf("intent %d, sequence index %d, wal_autocheckpoint %d, checkpoint at each drop %d: %.1f us per save (%.0f/s), CPU %.1f us per save\n",
-           withIntent, withIndex, autocheckpoint, tickCheckpoint, wall / saves * 1e6, saves / wall, cpu / saves * 1e6);
+    printf("rowid history %d, size %d, intent %d, sequence index %d, wal_autocheckpoint %d, checkpoint at each drop %d: %.1f us per save (%.0f/s), CPU %.1f us per save\n",
+           rowidHistory, size, withIntent, withIndex, autocheckpoint, tickCheckpoint, wall / saves * 1e6, saves / wall, cpu / saves * 1e6);
     sqlite3_finalize(object);
     sqlite3_finalize(history);
     sqlite3_finalize(intent);
