@@ -57,7 +57,15 @@ package final class LocalChangeSource: Sendable {
             })
         do {
             let watcher = try Self.watcher(store, watch)
-            shared.state.withLock { $0.watcher = watcher }
+            // The follower's thread may have taken the lease while this start waited for it
+            // (its file's close woke it): the watcher it stored is the one to keep, never
+            // overwritten, or it would outlive `stop()` with the lease.
+            let extra = shared.state.withLock { state -> StoreWatcher? in
+                guard let watcher, state.watcher == nil else { return watcher }
+                state.watcher = watcher
+                return nil
+            }
+            extra?.stop()
         } catch {
             follower.stop()
             throw error
