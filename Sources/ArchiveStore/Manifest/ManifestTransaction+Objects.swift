@@ -171,11 +171,7 @@ extension ManifestTransaction {
         // Both rows store it: made once (sorting and joining the counters is a save's cost).
         let vectorText = SQLValue.text(vector.description)
         try db.run(
-            """
-            INSERT OR REPLACE INTO objects(\(ObjectRecord.columns), created_seq)
-            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-                   coalesce(?, (SELECT created_seq FROM objects WHERE collection = ?1 AND key = ?2)))
-            """,
+            Self.upsertObject,
             [
                 .text(change.id.collection), .text(change.id.key), .text(change.file), .integer(Int64(version)), vectorText,
                 hashValue, .integer(Int64(size)),
@@ -203,6 +199,20 @@ extension ManifestTransaction {
         recorded.append(recordedChange)
         return recordedChange
     }
+
+    /// The object's row made anew, or changed where it stands: an `INSERT OR REPLACE` deleted
+    /// the row before inserting it again, and searched it a third time for the `created_seq` it
+    /// kept (a sync's page records 1,000 rows in one transaction). `created_seq` is kept unless
+    /// the change begins a new life.
+    private static let upsertObject = """
+        INSERT INTO objects(\(ObjectRecord.columns), created_seq)
+        VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT(collection, key) DO UPDATE SET
+            file = excluded.file, version = excluded.version, vector = excluded.vector, hash = excluded.hash, size = excluded.size,
+            stamp_size = excluded.stamp_size, stamp_mtime = excluded.stamp_mtime, stamp_inode = excluded.stamp_inode, racy = excluded.racy,
+            modified = excluded.modified, deleted = excluded.deleted, schema = excluded.schema, seq = excluded.seq, replica = excluded.replica,
+            kind = excluded.kind, origin = excluded.origin, created_seq = coalesce(excluded.created_seq, created_seq)
+        """
 
     /// Records that `existing`'s file is gone: a tombstone version. Nothing when it is
     /// already a tombstone.
