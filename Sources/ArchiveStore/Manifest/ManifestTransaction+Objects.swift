@@ -206,12 +206,10 @@ extension ManifestTransaction {
     /// the change begins a new life.
     private static let upsertObject = """
         INSERT INTO objects(\(ObjectRecord.columns), created_seq)
-        VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        VALUES(\(Array(repeating: "?", count: ObjectRecord.columnNames.count + 1).joined(separator: ", ")))
         ON CONFLICT(collection, key) DO UPDATE SET
-            file = excluded.file, version = excluded.version, vector = excluded.vector, hash = excluded.hash, size = excluded.size,
-            stamp_size = excluded.stamp_size, stamp_mtime = excluded.stamp_mtime, stamp_inode = excluded.stamp_inode, racy = excluded.racy,
-            modified = excluded.modified, deleted = excluded.deleted, schema = excluded.schema, seq = excluded.seq, replica = excluded.replica,
-            kind = excluded.kind, origin = excluded.origin, created_seq = coalesce(excluded.created_seq, created_seq)
+            \(ObjectRecord.columnNames.dropFirst(2).map { "\($0) = excluded.\($0)" }.joined(separator: ", ")),
+            created_seq = coalesce(excluded.created_seq, created_seq)
         """
 
     /// Records that `existing`'s file is gone: a tombstone version. Nothing when it is

@@ -33,6 +33,8 @@ package struct ObjectRecord: Sendable {
     static let columns = """
         collection, key, file, version, vector, hash, size, stamp_size, stamp_mtime, stamp_inode, racy, modified, deleted, schema, seq, replica, kind, origin
         """
+    /// ``columns`` one by one; the first two are the row's key (the upsert updates the rest).
+    static let columnNames = columns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
 
     /// A row selected as ``columns``.
     init(row: SQLiteRow) {
