@@ -21,15 +21,21 @@ public struct ContentHash: Hashable, Sendable, CustomStringConvertible, Codable 
 
     /// Lower-case hex, as `sha256sum` prints it.
     public var description: String {
-        let digits = Array("0123456789abcdef".utf8)
         var hex: [UInt8] = []
         hex.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            hex.append(digits[Int(byte >> 4)])
-            hex.append(digits[Int(byte & 0xF)])
-        }
+        appendHex(to: &hex)
         return String(decoding: hex, as: UTF8.self)
     }
+
+    /// Appends ``description``'s bytes to `out`, without making a `String` (an intent's JSON).
+    func appendHex(to out: inout [UInt8]) {
+        for byte in bytes {
+            out.append(Self.hexDigits[Int(byte >> 4)])
+            out.append(Self.hexDigits[Int(byte & 0xF)])
+        }
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     public init(from decoder: any Decoder) throws {
         let hex = try decoder.singleValueContainer().decode(String.self)

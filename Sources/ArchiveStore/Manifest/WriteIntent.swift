@@ -97,10 +97,7 @@ extension WriteIntent.Entry {
         }
         func hex(_ hash: ContentHash) {
             out.append(UInt8(ascii: "\""))
-            for byte in hash.bytes {
-                out.append(hexDigits[Int(byte >> 4)])
-                out.append(hexDigits[Int(byte & 0xF)])
-            }
+            hash.appendHex(to: &out)
             out.append(UInt8(ascii: "\""))
         }
         out.append(UInt8(ascii: "["))
