@@ -51,6 +51,7 @@ def workload_watch(runner, document):
 
     def change(operation, key, data=b""):
         begin = {"begin": "put", "key": key, "data": data.hex()} if operation == "write" else {"begin": "rm", "key": key}
+        begin["external"] = True
         runner.ack(begin)
         path = os.path.join(store, key + ".json")
         subprocess.run([sys.executable, "-c", EXTERNAL_WRITE, path, operation], input=data, env=runner.env, check=True)

@@ -7,7 +7,10 @@
 // Each record is one line, `OP FIELD...\n`, paths hex-encoded and relative to the root, and a
 // write's bytes follow its line. One append(2)-mode write(2) per record, under a lock held
 // across the real call and its record, so that the log's order is the order in which the
-// calls returned, for every thread and process (child processes inherit the environment).
+// calls returned, for every thread and process (child processes inherit the environment): a
+// mutex for this process's threads and an flock(2) of the log for other processes. Without
+// the second, a process could see another's rename and record what it did about it before
+// the rename's own record, and the state builder would keep the first without the second.
 // SQLite calls libc through its table of system calls, which the dynamic linker resolves to
 // these functions as it does every other caller's.
 #include "recorder.h"
@@ -25,12 +28,25 @@ static int ready;
 static __thread int depth;
 static volatile sig_atomic_t stop_requested;
 
-void enter(void) {
+// How many of this process's held entries also hold the log's flock (under `lock`).
+static int across;
+
+void enter_local(void) {
     pthread_mutex_lock(&lock);
     depth++;
 }
 
+void enter(void) {
+    enter_local();
+    if (log_fd >= 0 && across++ == 0) flock(log_fd, LOCK_EX);
+}
+
 void leave(void) {
+    if (log_fd >= 0 && --across == 0) flock(log_fd, LOCK_UN);
+    leave_local();
+}
+
+void leave_local(void) {
     depth--;
     pthread_mutex_unlock(&lock);
     if (stop_requested && depth == 0) {

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -46,9 +47,14 @@ extern int log_fd;
 
 /// Reads the environment once: the root to watch and the log to append to.
 void setup(void);
-/// Takes and releases the lock held across a real call and its record.
+/// Takes and releases the lock held across a real call and its record, for this process's
+/// threads and for every other recorded process.
 void enter(void);
 void leave(void);
+/// The same for this process's threads only: for calls that may wait for another process (an
+/// open of a FIFO, a write to a pipe), which must not wait holding what that process needs.
+void enter_local(void);
+void leave_local(void);
 /// Appends one record: its line, then `data` (a write's bytes).
 void emit(const char *line, const struct iovec *data, int count);
 /// The absolute, normalized path `name` names relative to `dirfd`.

@@ -25,12 +25,14 @@ DECLARE(long, syscall, long, ...)
 static int do_open(int dirfd, const char *name, int flags, mode_t mode) {
     setup();
     load_openat();
-    enter();
+    // Only an open that creates or truncates is recorded; any other may wait (a FIFO's).
+    int changes = flags & (O_CREAT | O_TRUNC);
+    changes ? enter() : enter_local();
     int existed = (flags & O_CREAT) && !(flags & O_EXCL) ? exists(dirfd, name) : 0;
     int fd = real_openat(dirfd, name, flags, mode);
     int saved = errno;
     if (fd >= 0) opened(fd, dirfd, name, flags, existed);
-    leave();
+    changes ? leave() : leave_local();
     errno = saved;
     return fd;
 }
@@ -41,11 +43,13 @@ static int do_open(int dirfd, const char *name, int flags, mode_t mode) {
 /// after the call, less what it wrote) to a tracked descriptor, records them.
 #define WRITE_BODY(fd, call, iov, count, offset_expr)                                              \
     setup();                                                                                       \
-    enter();                                                                     \
+    /* A write to anything but a tracked file (a pipe's may wait) holds this process's lock only. */ \
+    int tracked = fd >= 0 && fd < MAX_FDS && fds[fd].used;                                         \
+    tracked ? enter() : enter_local();                                                             \
     ssize_t result = call;                                                                         \
     int saved = errno;                                                                             \
     if (result > 0 && is_tracked(fd)) record_write(fd, iov, count, result, offset_expr);          \
-    leave();                                                                   \
+    tracked ? leave() : leave_local();                                                             \
     errno = saved;                                                                                 \
     return result;
 
@@ -198,12 +202,13 @@ long syscall(long number, ...) {
     setup();
     const struct open_how *how = (const struct open_how *)a[2];
     int flags = (int)how->flags;
-    enter();
+    int changes = flags & (O_CREAT | O_TRUNC);
+    changes ? enter() : enter_local();
     int existed = (flags & O_CREAT) && !(flags & O_EXCL) ? exists((int)a[0], (const char *)a[1]) : 0;
     long fd = real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
     int saved = errno;
     if (fd >= 0) opened((int)fd, (int)a[0], (const char *)a[1], flags, existed);
-    leave();
+    changes ? leave() : leave_local();
     errno = saved;
     return fd;
 }

@@ -112,11 +112,11 @@ int symlinkat(const char *target, int dirfd, const char *name) {
 int close(int fd) {
     load_close();
     if (fd >= 0 && fd < MAX_FDS && fds[fd].used) {
-        enter();
+        enter_local();
         fds[fd].used = 0;
         int result = real_close(fd);
         int saved = errno;
-        leave();
+        leave_local();
         errno = saved;
         return result;
     }
@@ -132,22 +132,22 @@ static int duplicated(int old, int fd) {
 }
 int dup(int old) {
     load_dup();
-    enter();
+    enter_local();
     int fd = duplicated(old, real_dup(old));
-    leave();
+    leave_local();
     return fd;
 }
 int dup2(int old, int fd) {
     load_dup2();
-    enter();
+    enter_local();
     int result = duplicated(old, real_dup2(old, fd));
-    leave();
+    leave_local();
     return result;
 }
 int dup3(int old, int fd, int flags) {
     load_dup3();
-    enter();
+    enter_local();
     int result = duplicated(old, real_dup3(old, fd, flags));
-    leave();
+    leave_local();
     return result;
 }
