@@ -51,4 +51,53 @@ struct RecordedRowTests {
             #expect(indexed == "5,6")
         }
     }
+
+    /// History is a rowid table (a `WITHOUT ROWID` one wrote about 6 pages for each version
+    /// recorded among older ones); a store made with the old layout has it rebuilt by the
+    /// first process that writes it, every version and its bytes kept.
+    @Test func historyIsARowidTableAndAnOldStoresIsRebuiltKeepingEveryVersion() throws {
+        try withTemporaryDirectory { dir throws in
+            let path = dir + "/store"
+            let manifest = path + "/.archive-sync/manifest.sqlite"
+            let values = (1...3).map { Person(name: "v\($0)", age: $0) }
+            do {
+                let store = try ArchiveStore(directory: path)
+                for value in values { try store.save(value, forKey: "ada") }
+                try store.save(Person(name: "b", age: 1), forKey: "bob")
+            }
+            #expect(try Self.historyIsWithoutRowid(manifest) == false)
+            // As releases before this one made it.
+            try SQLiteConnection(path: manifest).execute(
+                """
+                BEGIN;
+                CREATE TABLE old(
+                    collection TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, file TEXT NOT NULL, hash BLOB,
+                    size INTEGER NOT NULL, modified INTEGER NOT NULL, deleted INTEGER NOT NULL, replica TEXT NOT NULL,
+                    vector TEXT NOT NULL, schema INTEGER, data BLOB, PRIMARY KEY(collection, key, version)
+                ) WITHOUT ROWID;
+                INSERT INTO old SELECT * FROM history; DROP TABLE history; ALTER TABLE old RENAME TO history;
+                PRAGMA user_version = 4;
+                COMMIT;
+                """)
+            #expect(try Self.historyIsWithoutRowid(manifest) == true)
+
+            let store = try ArchiveStore(directory: path)
+            #expect(try Self.historyIsWithoutRowid(manifest) == false)
+            let ada = try ObjectID(collection: "Person", key: "ada")
+            #expect(try store.history(of: Person.self, forKey: "ada").map(\.version) == [1, 2, 3])
+            for (index, value) in values.enumerated() {
+                #expect(try store.data(for: ada, version: index + 1) == ArchiveCodec.json.encode(value))
+            }
+            #expect(try store.history(of: Person.self, forKey: "bob").map(\.version) == [1])
+            try store.save(Person(name: "v4", age: 4), forKey: "ada")
+            #expect(try store.history(of: Person.self, forKey: "ada").map(\.version) == [1, 2, 3, 4])
+            #expect(try store.verify().isClean)
+        }
+    }
+
+    private static func historyIsWithoutRowid(_ manifest: String) throws -> Bool? {
+        try SQLiteConnection(path: manifest).first("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'history'") {
+            $0.text(0).uppercased().contains("WITHOUT ROWID")
+        }
+    }
 }

@@ -129,10 +129,10 @@ extension ManifestTransaction {
     /// counter in its vector, gives it the next store sequence number, adds a history row
     /// that keeps the contents, and drops versions past retention.
     ///
-    /// The bytes live in the history row, whose key is the object's: a batch's rows land
-    /// beside the object's other rows, where a table keyed by content hash would put each
-    /// one on a random page of its own (one page written per object: about a quarter of a
-    /// first sync's time).
+    /// The bytes live in the history row, appended with the commit's other rows (a rowid
+    /// table; see the step "history in a rowid table"), where a table keyed by content hash
+    /// would put each one on a random page of its own (one page written per object: about a
+    /// quarter of a first sync's time).
     ///
     /// A change whose hash equals the current row's (and is not a delete of a tombstone) is
     /// not a new version: only the stamp (and a newly known schema version) is updated, and

@@ -56,7 +56,48 @@ extension Manifest {
             apply: { db in
                 if let format = try db.meta("format").flatMap({ Int($0) }), format < 2 { try migrateHistory(db) }
             }),
+        // History rows hold each version's bytes (about 650 bytes a row). A `WITHOUT ROWID`
+        // table keeps whole rows in its interior pages too, six to a page: a version recorded
+        // among older ones split a full leaf and its parents, about 6 pages written per row
+        // (a sync's page of 1,000 changes among 100,000 objects: Benchmarks/LOG.md). A rowid
+        // table appends the row and adds a small key to its primary key's index. Either layout
+        // serves every query alike, so a process that cannot write uses the old one as it is.
+        ManifestMigration(
+            name: "history in a rowid table",
+            isApplied: { _ in true },
+            apply: { db in
+                guard
+                    try db.first("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'history'", [], { $0.text(0) })?
+                        .uppercased().contains("WITHOUT ROWID") == true
+                else { return }
+                try db.execute(
+                    historyTable("history_rowid") + "INSERT INTO history_rowid(\(historyColumns)) SELECT \(historyColumns) FROM history; "
+                        + "DROP TABLE history; ALTER TABLE history_rowid RENAME TO history;")
+            }),
     ]
+
+    private static let historyColumns = "collection, key, version, file, hash, size, modified, deleted, replica, vector, schema, data"
+
+    /// The history table as it is now made, under `name`.
+    private static func historyTable(_ name: String) -> String {
+        """
+        CREATE TABLE IF NOT EXISTS \(name)(
+            collection TEXT NOT NULL,
+            key TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            file TEXT NOT NULL,
+            hash BLOB,
+            size INTEGER NOT NULL,
+            modified INTEGER NOT NULL,
+            deleted INTEGER NOT NULL,
+            replica TEXT NOT NULL,
+            vector TEXT NOT NULL,
+            schema INTEGER,
+            data BLOB,
+            PRIMARY KEY(collection, key, version)
+        );
+        """
+    }
 
     /// The core tables as they are now made. Each is created only where it is missing: the
     /// steps after this one add what older stores' tables lack.
@@ -88,21 +129,7 @@ extension Manifest {
             PRIMARY KEY(collection, key)
         ) WITHOUT ROWID;
         CREATE INDEX IF NOT EXISTS objects_by_seq ON objects(seq);
-        CREATE TABLE IF NOT EXISTS history(
-            collection TEXT NOT NULL,
-            key TEXT NOT NULL,
-            version INTEGER NOT NULL,
-            file TEXT NOT NULL,
-            hash BLOB,
-            size INTEGER NOT NULL,
-            modified INTEGER NOT NULL,
-            deleted INTEGER NOT NULL,
-            replica TEXT NOT NULL,
-            vector TEXT NOT NULL,
-            schema INTEGER,
-            data BLOB,
-            PRIMARY KEY(collection, key, version)
-        ) WITHOUT ROWID;
+        \(historyTable("history"))
         CREATE TABLE IF NOT EXISTS intents(
             id INTEGER PRIMARY KEY,
             pid INTEGER NOT NULL,
