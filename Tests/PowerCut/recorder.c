@@ -38,7 +38,10 @@ void enter_local(void) {
 
 void enter(void) {
     enter_local();
-    if (log_fd >= 0 && across++ == 0) flock(log_fd, LOCK_EX);
+    if (log_fd >= 0 && across++ == 0) {
+        while (flock(log_fd, LOCK_EX) != 0 && errno == EINTR) {
+        }
+    }
 }
 
 void leave(void) {
