@@ -20,6 +20,7 @@ static pthread_mutex_t lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static char root[PATH_MAX];
 static size_t root_length;
 int log_fd = -1;
+int record_delay_us;
 static int ready;
 
 // SIGUSR2 ends the process at its next recorded call's end, never between a call and its
@@ -90,6 +91,8 @@ void setup(void) {
         root_length = strlen(root);
         while (root_length > 1 && root[root_length - 1] == '/') root[--root_length] = 0;
         log_fd = real_openat(AT_FDCWD, l, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        const char *delay = getenv("POWER_CUT_RECORD_DELAY_MS");
+        record_delay_us = delay ? atoi(delay) * 1000 : 0;
     }
     ready = 1;
 }

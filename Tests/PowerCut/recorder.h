@@ -44,6 +44,9 @@ struct tracked {
 extern struct tracked fds[MAX_FDS];
 /// The log, or -1 when the process records nothing.
 extern int log_fd;
+/// How long a change of the namespace waits between its call and its record
+/// (`POWER_CUT_RECORD_DELAY_MS`): only recorder_order.py sets it, to widen that window.
+extern int record_delay_us;
 
 /// Reads the environment once: the root to watch and the log to append to.
 void setup(void);

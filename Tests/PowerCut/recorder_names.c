@@ -54,6 +54,7 @@ static void namespace_op(const char *op, int dirfd, const char *name, int dirfd2
     enter();                                                                     \
     int result = call;                                                                             \
     int saved = errno;                                                                             \
+    if (record_delay_us) usleep(record_delay_us);                                                  \
     if (result == 0 && log_fd >= 0) namespace_op(op, dirfd, name, dirfd2, name2);                  \
     leave();                                                                   \
     errno = saved;                                                                                 \

@@ -57,6 +57,16 @@ struct PowerCutTests {
         #expect(run.broken == 0 && run.status == 0, "\(run.output)")
     }
 
+    /// The recorder logs calls in the order they happened across processes, not only threads:
+    /// a create that another process made after seeing a rename is logged after that rename,
+    /// even when the renaming process is held between its call and its record.
+    @Test func theRecorderLogsOtherProcessesCallsInTheirOrder() async throws {
+        let script = simulator.deletingLastPathComponent().appendingPathComponent("recorder_order.py")
+        let result = try await offPool { try run("/usr/bin/env", ["python3", script.path]) }
+        #expect(result.status == 0, "\(result.output)\(result.errorOutput)")
+        #expect(result.output.contains("the rename was logged before the create"), "\(result.output)")
+    }
+
     /// The checker can fail: a disk that drops the last write it had flushed breaks an invariant
     /// in some state.
     @Test func theCheckerCatchesALostFlushedWrite() async throws {
