@@ -184,7 +184,7 @@ extension ManifestTransaction {
                 kind == .created ? .integer(Int64(sequence)) : .null,
             ])
         try db.run(
-            "INSERT INTO history(collection, key, version, file, hash, size, modified, deleted, replica, vector, schema, data) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            Self.insertHistory,
             [
                 .text(change.id.collection), .text(change.id.key), .integer(Int64(version)), .text(change.file), hashValue, .integer(Int64(size)),
                 .integer(modified), .integer(change.content == nil ? 1 : 0), .text(author.rawValue), vectorText, schemaValue,
@@ -211,6 +211,9 @@ extension ManifestTransaction {
             \(ObjectRecord.columnNames.dropFirst(2).map { "\($0) = excluded.\($0)" }.joined(separator: ", ")),
             created_seq = coalesce(excluded.created_seq, created_seq)
         """
+
+    /// A version's history row, its columns named where the table is made.
+    private static let insertHistory = "INSERT INTO history(\(Manifest.historyColumns)) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
     /// Records that `existing`'s file is gone: a tombstone version. Nothing when it is
     /// already a tombstone.

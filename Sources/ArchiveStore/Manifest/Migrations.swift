@@ -76,7 +76,8 @@ extension Manifest {
             }),
     ]
 
-    private static let historyColumns = "collection, key, version, file, hash, size, modified, deleted, replica, vector, schema, data"
+    /// The history table's columns, in the order ``historyTable(_:)`` makes them.
+    static let historyColumns = "collection, key, version, file, hash, size, modified, deleted, replica, vector, schema, data"
 
     /// The history table as it is now made, under `name`.
     private static func historyTable(_ name: String) -> String {
