@@ -36,6 +36,8 @@ let package = Package(
             providers: [.apt(["libinotifytools0-dev"])]
         ),
         .target(name: "CArchiveShims"),
+        // The manifest's SQLite VFS: the `unix` one, writing a commit's WAL frames in one call.
+        .target(name: "CWALGather", dependencies: ["CSQLite"]),
         // A Mutex the thread sanitizer sees (TracedMutex.swift says why).
         .target(name: "ArchiveLocking", dependencies: ["CArchiveShims"]),
         // The child-process type: the sync transport's, the tests' and the benchmarks'.
@@ -47,6 +49,7 @@ let package = Package(
             dependencies: [
                 "ArchiveJSON",
                 "CSQLite",
+                "CWALGather",
                 "CArchiveShims",
                 "ArchiveLocking",
                 .product(name: "Crypto", package: "swift-crypto"),

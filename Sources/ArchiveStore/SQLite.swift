@@ -1,4 +1,5 @@
 import CSQLite
+import CWALGather
 import Foundation
 
 /// A value bound to, or read from, an SQL statement.
@@ -126,7 +127,9 @@ package final class SQLiteConnection {
 
     private static func open(_ path: String, flags: Int32) throws -> OpaquePointer {
         var db: OpaquePointer?
-        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        // The `unix` VFS when the gathering one could not be made.
+        let vfs = archive_wal_gather_register() == SQLITE_OK ? ARCHIVE_WAL_GATHER_VFS : nil
+        let rc = sqlite3_open_v2(path, &db, flags, vfs)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             if let db { sqlite3_close_v2(db) }
@@ -267,6 +270,14 @@ package final class SQLiteConnection {
     ///
     /// The corresponding C function is `sqlite3_last_insert_rowid`.
     var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    /// The writes this connection's WAL file made since it was opened, and the frames they
+    /// carried (`CWALGather`); nil when it has no WAL open, or writes it ungathered.
+    var gatheredWALWrites: (writes: Int, frames: Int)? {
+        var writes: Int64 = 0
+        var frames: Int64 = 0
+        return archive_wal_gather_counts(handle, &writes, &frames) != 0 ? (Int(writes), Int(frames)) : nil
+    }
 
     /// A number that changes whenever the database does, by this connection's commits or by
     /// any other connection's, in any process (`SQLITE_FCNTL_DATA_VERSION`): taken inside a
