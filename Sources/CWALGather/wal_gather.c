@@ -64,6 +64,9 @@ static int gather_flush(sqlite3_file *file) {
 
 static int gather_write(sqlite3_file *file, const void *data, int amount, sqlite3_int64 offset) {
     Gather *g = gather_of(file);
+    // Made at the first write: a connection that only reads holds none. Without it, writes
+    // go straight to the file.
+    if (g->buffer == NULL && (g->buffer = malloc(GATHER_LIMIT)) == NULL) return g->real->xWrite(file, data, amount, offset);
     if (g->used > 0 && (offset != g->start + g->used || g->used + amount > g->capacity)) {
         int rc = gather_flush(file);
         if (rc != SQLITE_OK) return rc;
@@ -123,9 +126,6 @@ static int gather_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *file, i
     if (rc != SQLITE_OK || !(flags & SQLITE_OPEN_WAL) || file->pMethods == NULL || file->pMethods->iVersion < 3) return rc;
     Gather *g = gather_of(file);
     memset(g, 0, sizeof *g);
-    g->buffer = malloc(GATHER_LIMIT);
-    // Without a buffer, the file is the `unix` VFS's own.
-    if (g->buffer == NULL) return SQLITE_OK;
     g->capacity = GATHER_LIMIT;
     g->real = file->pMethods;
     file->pMethods = &gather_methods;
