@@ -126,6 +126,7 @@ public final class Sync: Sendable {
         func finish(_ pending: InBackground<PageOutcome>) throws {
             let outcome = try pending.value()
             outcome.add(to: &report)
+            observer?.pageLanded?(report)
             done += outcome.actions
             options.progress?(min(done, total), total)
         }

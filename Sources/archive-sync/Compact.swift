@@ -47,7 +47,8 @@ struct Compact: ParsableCommand {
         if output.json { return try output.printJSON(report) }
         printLine(
             "\(bucket): "
-                + (report.snapshot.map { "wrote \($0) (\(report.snapshotEntries) version\(report.snapshotEntries == 1 ? "" : "s"))" } ?? "no new segments since the last snapshot")
+                + (report.snapshot.map { "wrote \($0) (\(report.snapshotEntries) version\(report.snapshotEntries == 1 ? "" : "s"))" }
+                    ?? "no new segments since the last snapshot")
                 + "; deleted \(report.deletedSegments) segments, \(report.deletedSnapshots) snapshots, \(report.deletedBlobs) blobs"
                 + "; marked \(report.markedSegments) segments, \(report.markedSnapshots) snapshots, \(report.markedBlobs) blobs for deletion after \(grace)"
         )

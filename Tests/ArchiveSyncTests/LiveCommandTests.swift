@@ -27,7 +27,7 @@ struct LiveCommandTests {
                     eventually { (try? a.liveContents()["P/ada"]) == "{\"name\":\"Ada Lovelace\"}" },
                     "\(session.command.outputSoFar) \(session.command.errorOutputSoFar) \(String(describing: try? b.liveContents())) \(String(describing: try? b.history(id("P/ada"))))"
                 )
-                #expect(eventually { session.count(event: "object") >= 3 })
+                #expect(eventually { session.count(event: "object") >= 3 }, "\(session.command.outputSoFar) \(session.command.errorOutputSoFar)")
                 let objects = session.lines.filter { $0["event"] as? String == "object" }
                 let crossed = objects.first { $0["id"] as? String == "P/ada" && $0["direction"] as? String == "b-to-a" }
                 // Version 2 or later: the program's write may be seen half done first (its own version).

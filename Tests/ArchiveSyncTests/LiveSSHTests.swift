@@ -85,4 +85,49 @@ struct LiveSSHTests {
             }
         }
     }
+    /// A cycle cut short after some of its pages landed (the far side killed) still prints a
+    /// line for each object that landed: no later cycle carries those again, so it is the
+    /// only report of them. At most the page whose reply the kill lost goes unreported.
+    @Test func objectsThatLandedBeforeTheFarSideWasKilledAreEachReported() async throws {
+        try await offPool {
+            let server = try SSHServer.start()
+            defer { server.stop() }
+            try withTemporaryDirectory { dir in
+                let a = try ArchiveStore(directory: dir + "/a")
+                let b = try ArchiveStore(directory: dir + "/b")
+                let session = try LiveCommand(
+                    [
+                        "sync", a.path, server.location(b.path), "--watch", "--json", "--debounce", "10", "--rsh", server.rsh,
+                        "--remote-cmd", archiveSyncProgram,
+                    ])
+                #expect(eventually { session.count(event: "connected") == 1 }, "\(session.command.outputSoFar)\(session.command.errorOutputSoFar)")
+                // One commit of 8,000: one cycle of eight pages, landing one at a time.
+                let total = 8_000
+                try a.batch { batch in
+                    for n in 0..<total { try batch.save(["n": n], forKey: "o\(n)", in: "P") }
+                }
+                #expect(eventually(within: .seconds(60)) { ((try? b.liveObjectCount()) ?? 0) >= 2_000 })
+                for pid in processes(with: ["serve", "--stdio", b.path]) { kill(pid, SIGKILL) }
+                let landedBeforeTheKill = try b.liveObjectCount()
+                #expect(landedBeforeTheKill < total, "the cycle ended before the kill: the test proves nothing")
+                #expect(
+                    eventually(within: .seconds(60)) { session.count(event: "connected") >= 2 && (try? b.liveObjectCount()) == total },
+                    "\(session.command.outputSoFar.suffix(2000))")
+                // A cycle's lines come once its checkpoints have moved, a moment after its objects land.
+                func reported() -> Int {
+                    Set(
+                        session.lines.filter { $0["event"] as? String == "object" && $0["direction"] as? String == "a-to-b" }.compactMap {
+                            $0["id"] as? String
+                        }
+                    )
+                    .count
+                }
+                #expect(
+                    eventually { reported() >= total - 1_000 },
+                    "\(reported()) of \(total) reported; \(landedBeforeTheKill) had landed before the kill; \(session.lines.filter { $0["event"] as? String != "object" })"
+                )
+                #expect(try session.stop().status == 0)
+            }
+        }
+    }
 }

@@ -386,7 +386,8 @@ extension ArchiveStore {
         // The few that changed: their keys (a long file name is hashed, so ask the manifest).
         try manifest.read { tx in
             for (file, look) in found {
-                guard let row = try tx.object(holding: file, in: collection) ?? tx.object(named: file, in: collection) else { continue }  // its row went meanwhile
+                // No row: it went meanwhile.
+                guard let row = try tx.object(holding: file, in: collection) ?? tx.object(named: file, in: collection) else { continue }
                 if let problem = FileName.problem(withFile: file, ofKey: row.id.key) {
                     candidates.append(
                         try repairCandidate(

@@ -70,4 +70,8 @@ public struct LiveCycle: Sendable, Codable, Equatable {
     public var started: Date
     /// How long it took, in seconds.
     public var seconds: Double
+    /// Nil for a cycle that ran to its end. Otherwise why it stopped early (a link lost, the
+    /// session stopped): `objects` are those that had landed by then, and `report` counts the
+    /// pages that had landed whole. The next cycle carries the rest.
+    public var error: String? = nil
 }

@@ -220,9 +220,24 @@ public final class LiveSession: Sendable {
             // cycle of its own once it is.
             var step: (@Sendable (String) -> Void)?
             if LiveTrace.enabled { step = { @Sendable name in LiveTrace.line("cycle " + name) } }
+            let landed = TracedMutex<SyncReport?>(nil)
             let observer = SyncObserver(
                 propagated: { object in objects.withLock { $0.append(object) } }, shouldStop: { signals.stopRequested },
-                manifestsCurrent: !syncOptions.full, step: step)
+                manifestsCurrent: !syncOptions.full, step: step, pageLanded: { report in landed.withLock { $0 = report } })
+            // A cycle that fails after objects landed (a link lost between pages) still says
+            // which: they landed, and no later cycle carries them again.
+            func reportLanded(before error: any Error) {
+                let carried = objects.withLock { $0 }
+                guard !carried.isEmpty else { return }
+                let report =
+                    landed.withLock { $0 }
+                    ?? SyncReport(a: names.a, b: names.b, dryRun: false, incremental: !syncOptions.full, scannedA: false, scannedB: false)
+                emit(
+                    .cycle(
+                        LiveCycle(
+                            report: report, objects: carried, full: syncOptions.full, started: begun, seconds: Date().timeIntervalSince(begun),
+                            error: error is CancellationError ? "the session stopped" : "\(error)")))
+            }
             LiveTrace.line("cycle start full=\(syncOptions.full)")
             do {
                 let report = try Sync(a: a, b: b, options: syncOptions, observer: observer).runNow()
@@ -255,8 +270,10 @@ public final class LiveSession: Sendable {
                 }
                 // Skipped objects changed during the cycle; their change brings the next one.
             } catch is CancellationError {
+                reportLanded(before: CancellationError())
                 return
             } catch {
+                reportLanded(before: error)
                 if let reason = Self.safetyValve(error) {
                     emit(.stopped(peer: peerName, reason: reason))
                     status.update { $0.lastError = reason }

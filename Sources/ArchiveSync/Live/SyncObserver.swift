@@ -13,15 +13,19 @@ package struct SyncObserver: Sendable {
     package var manifestsCurrent: Bool
     /// Called as the sync passes each step (`ARCHIVE_SYNC_LIVE_TRACE`); nil when not traced.
     package var step: (@Sendable (String) -> Void)?
+    /// Called once each page has landed whole, with the report of every page landed so far:
+    /// what a cycle that fails later (a link lost mid-cycle) did before it failed.
+    package var pageLanded: (@Sendable (SyncReport) -> Void)?
 
     package init(
         propagated: @escaping @Sendable (LiveObject) -> Void, shouldStop: @escaping @Sendable () -> Bool, manifestsCurrent: Bool = false,
-        step: (@Sendable (String) -> Void)? = nil
+        step: (@Sendable (String) -> Void)? = nil, pageLanded: (@Sendable (SyncReport) -> Void)? = nil
     ) {
         self.propagated = propagated
         self.shouldStop = shouldStop
         self.manifestsCurrent = manifestsCurrent
         self.step = step
+        self.pageLanded = pageLanded
     }
 
     func landed(_ object: IncomingObject, on side: SyncSide, tally: Sync.Tally) {
