@@ -22,6 +22,20 @@ private func processes(with words: [String]) -> [Int32] {
     }
 }
 
+/// Two new stores, `a` here and `b` behind `server`, and a live session between them
+/// (`sync a host:b --watch --json`) that has connected.
+private func connectedSession(
+    _ server: SSHServer, in dir: String, options: [String] = []
+) throws -> (a: ArchiveStore, b: ArchiveStore, session: LiveCommand) {
+    let a = try ArchiveStore(directory: dir + "/a")
+    let b = try ArchiveStore(directory: dir + "/b")
+    let session = try LiveCommand(
+        ["sync", a.path, server.location(b.path), "--watch", "--json", "--debounce", "10", "--rsh", server.rsh, "--remote-cmd", archiveSyncProgram]
+            + options)
+    #expect(eventually { session.count(event: "connected") == 1 }, "\(session.command.outputSoFar)\(session.command.errorOutputSoFar)")
+    return (a, b, session)
+}
+
 @Suite("Live sessions over a real sshd: edits cross, faults reconnect and converge")
 struct LiveSSHTests {
     @Test func editsCrossAndTheSessionReconnectsAfterEachFault() async throws {
@@ -30,14 +44,7 @@ struct LiveSSHTests {
             let server = try SSHServer.start()
             defer { server.stop() }
             try withTemporaryDirectory { dir in
-                let a = try ArchiveStore(directory: dir + "/a")
-                let b = try ArchiveStore(directory: dir + "/b")
-                let session = try LiveCommand(
-                    [
-                        "sync", a.path, server.location(b.path), "--watch", "--json", "--debounce", "10", "--keepalive", "1", "--rsh", server.rsh,
-                        "--remote-cmd", archiveSyncProgram,
-                    ])
-                #expect(eventually { session.count(event: "connected") == 1 }, "\(session.command.outputSoFar)\(session.command.errorOutputSoFar)")
+                let (a, b, session) = try connectedSession(server, in: dir, options: ["--keepalive", "1"])
                 try makeDirectory(a.path + "/P")
                 try makeDirectory(b.path + "/P")
                 try writeFile(a.path + "/P/near.json", "{\"n\":1}")
@@ -85,6 +92,7 @@ struct LiveSSHTests {
             }
         }
     }
+
     /// A cycle cut short after some of its pages landed (the far side killed) still prints a
     /// line for each object that landed: no later cycle carries those again, so it is the
     /// only report of them. At most the page whose reply the kill lost goes unreported.
@@ -93,14 +101,7 @@ struct LiveSSHTests {
             let server = try SSHServer.start()
             defer { server.stop() }
             try withTemporaryDirectory { dir in
-                let a = try ArchiveStore(directory: dir + "/a")
-                let b = try ArchiveStore(directory: dir + "/b")
-                let session = try LiveCommand(
-                    [
-                        "sync", a.path, server.location(b.path), "--watch", "--json", "--debounce", "10", "--rsh", server.rsh,
-                        "--remote-cmd", archiveSyncProgram,
-                    ])
-                #expect(eventually { session.count(event: "connected") == 1 }, "\(session.command.outputSoFar)\(session.command.errorOutputSoFar)")
+                let (a, b, session) = try connectedSession(server, in: dir)
                 // One commit of 8,000: one cycle of eight pages, landing one at a time.
                 let total = 8_000
                 try a.batch { batch in
