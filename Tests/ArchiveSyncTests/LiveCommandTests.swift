@@ -159,7 +159,11 @@ struct LiveCommandTests {
                 let landed = { (store: ArchiveStore) in (0..<10).allSatisfy { FileManager.default.fileExists(atPath: store.path + "/P/p\($0).json") }
                 }
                 #expect(eventually { landed(one) && landed(two) })
-                for n in 0..<8 { try removeFile(one.path + "/P/p\(n).json") }
+                // One commit: a program's removals, recorded as they come, could be carried
+                // in pieces that each stay under the valve (as they would for a user).
+                try one.batch { batch in
+                    for n in 0..<8 { try batch.remove(Data.self, forKey: "p\(n)", in: "P") }
+                }
                 #expect(eventually { session.count(event: "stopped") == 1 }, "\(session.command.outputSoFar)")
                 let stopped = session.lines.first { $0["event"] as? String == "stopped" }
                 #expect((stopped?["error"] as? String)?.contains("nothing was deleted") == true, "\(String(describing: stopped))")
