@@ -243,7 +243,7 @@ public final class LiveSession: Sendable {
                 let report = try Sync(a: a, b: b, options: syncOptions, observer: observer).runNow()
                 checkpoints = (try b.checkpoint(for: a.replica), try a.checkpoint(for: b.replica))
                 LiveTrace.line(
-                    "cycle end objects=\(objects.withLock { $0.count }) skipped=\(report.skipped.count) \(objects.withLock { $0.map { "\($0.direction.rawValue):\($0.id):\($0.version):\($0.kind.rawValue)" } }) \(report.skipped.map { "\($0.side):\($0.id)" }) vm=\(report.vectorsMerged) incremental=\(report.incremental) checkpoints=\(checkpoints.a ?? -1),\(checkpoints.b ?? -1)"
+                    "cycle end objects=\(objects.withLock { $0.count }) skipped=\(report.skipped.count) \(objects.withLock { $0.prefix(20).map { "\($0.direction.rawValue):\($0.id):\($0.version):\($0.kind.rawValue)" } }) \(report.skipped.prefix(20).map { "\($0.side):\($0.id)" }) vm=\(report.vectorsMerged) incremental=\(report.incremental) checkpoints=\(checkpoints.a ?? -1),\(checkpoints.b ?? -1)"
                 )
                 // A walk of everything: asked for, or because the checkpoints did not allow less.
                 let compared = !report.incremental
