@@ -51,11 +51,14 @@ public func run(_ executable: String, _ arguments: [String]) throws -> CommandRe
 }
 
 /// Runs blocking work on a thread of its own: the test runner's cooperative threads (as many
-/// as cores, 2 here) stay free for the tests that run alongside.
+/// as cores, 2 here) stay free for the tests that run alongside. A task on an executor of its
+/// own runs it: a task inherits its creator's task-local values, so an expectation that fails
+/// in `body` is the test's (from a bare thread, Swift Testing would not know which test
+/// recorded it, and would count the test passed).
 public func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
+    let executor = ThreadExecutor(name: "offPool")
+    defer { executor.finish() }
+    return try await Task(executorPreference: executor) { try body() }.value
 }
 
 /// A started child process (`archive-sync`, or another program); ``wait()`` collects what it

@@ -12,11 +12,13 @@ public final class ThreadExecutor: TaskExecutor, Sendable {
     private let jobs = TracedMutex<[UnownedJob]>([])
     private let ready = DispatchSemaphore(value: 0)
 
-    private init(name: String) {
+    /// Starts the executor's thread, which runs until ``finish()``.
+    init(name: String) {
         let thread = Thread { [self] in
             while true {
                 ready.wait()
-                let job = jobs.withLock { $0.removeFirst() }
+                // Each signal is a job, or the finish once every job before it has run.
+                guard let job = jobs.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else { return }
                 job.runSynchronously(on: asUnownedTaskExecutor())
             }
         }
@@ -29,6 +31,9 @@ public final class ThreadExecutor: TaskExecutor, Sendable {
         jobs.withLock { $0.append(job) }
         ready.signal()
     }
+
+    /// Ends the thread once the jobs enqueued before this call have run.
+    func finish() { ready.signal() }
 }
 
 /// Calls `body` with each element of `stream` on ``ThreadExecutor/shared``, off the cooperative
