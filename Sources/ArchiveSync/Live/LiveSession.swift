@@ -235,7 +235,7 @@ public final class LiveSession: Sendable {
                 emit(
                     .cycle(
                         LiveCycle(
-                            report: report, objects: carried, full: syncOptions.full, started: begun, seconds: Date().timeIntervalSince(begun),
+                            report: report, objects: carried, full: !report.incremental, started: begun, seconds: Date().timeIntervalSince(begun),
                             error: error is CancellationError ? "the session stopped" : "\(error)")))
             }
             LiveTrace.line("cycle start full=\(syncOptions.full)")
