@@ -37,7 +37,7 @@ static sqlite3_io_methods gather_methods;
 typedef struct {
     const sqlite3_io_methods *real;
     unsigned char *buffer;
-    int used, capacity;
+    int used;
     sqlite3_int64 start;
     int frames;
     /// The last write was a commit frame's header: write out once its page is gathered.
@@ -67,11 +67,11 @@ static int gather_write(sqlite3_file *file, const void *data, int amount, sqlite
     // Made at the first write: a connection that only reads holds none. Without it, writes
     // go straight to the file.
     if (g->buffer == NULL && (g->buffer = malloc(GATHER_LIMIT)) == NULL) return g->real->xWrite(file, data, amount, offset);
-    if (g->used > 0 && (offset != g->start + g->used || g->used + amount > g->capacity)) {
+    if (g->used > 0 && (offset != g->start + g->used || g->used + amount > GATHER_LIMIT)) {
         int rc = gather_flush(file);
         if (rc != SQLITE_OK) return rc;
     }
-    if (amount > g->capacity) return g->real->xWrite(file, data, amount, offset);
+    if (amount > GATHER_LIMIT) return g->real->xWrite(file, data, amount, offset);
     if (g->used == 0) g->start = offset;
     memcpy(g->buffer + g->used, data, amount);
     g->used += amount;
@@ -126,7 +126,6 @@ static int gather_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *file, i
     if (rc != SQLITE_OK || !(flags & SQLITE_OPEN_WAL) || file->pMethods == NULL || file->pMethods->iVersion < 3) return rc;
     Gather *g = gather_of(file);
     memset(g, 0, sizeof *g);
-    g->capacity = GATHER_LIMIT;
     g->real = file->pMethods;
     file->pMethods = &gather_methods;
     return SQLITE_OK;
