@@ -242,9 +242,7 @@ public final class LiveSession: Sendable {
             do {
                 let report = try Sync(a: a, b: b, options: syncOptions, observer: observer).runNow()
                 checkpoints = (try b.checkpoint(for: a.replica), try a.checkpoint(for: b.replica))
-                LiveTrace.line(
-                    "cycle end objects=\(objects.withLock { $0.count }) skipped=\(report.skipped.count) \(objects.withLock { $0.prefix(20).map { "\($0.direction.rawValue):\($0.id):\($0.version):\($0.kind.rawValue)" } }) \(report.skipped.prefix(20).map { "\($0.side):\($0.id)" }) vm=\(report.vectorsMerged) incremental=\(report.incremental) checkpoints=\(checkpoints.a ?? -1),\(checkpoints.b ?? -1)"
-                )
+                LiveTrace.line(Self.cycleEndTrace(objects.withLock { $0 }, report, checkpoints))
                 // A walk of everything: asked for, or because the checkpoints did not allow less.
                 let compared = !report.incremental
                 let cycle = LiveCycle(
@@ -323,5 +321,16 @@ public final class LiveSession: Sendable {
         if case ArchiveError.busy = error { return true }
         if case SyncError.remote(let message) = error, message.contains("another sync of") { return true }
         return false
+    }
+}
+
+extension LiveSession {
+    /// The trace line of a finished cycle, with the first 20 objects and skips: enough to
+    /// follow a test's few objects.
+    fileprivate static func cycleEndTrace(_ carried: [LiveObject], _ report: SyncReport, _ checkpoints: (a: Int?, b: Int?)) -> String {
+        let first = carried.prefix(20).map { "\($0.direction.rawValue):\($0.id):\($0.version):\($0.kind.rawValue)" }
+        let skipped = report.skipped.prefix(20).map { "\($0.side):\($0.id)" }
+        return "cycle end objects=\(carried.count) \(first) skipped=\(report.skipped.count) \(skipped) vm=\(report.vectorsMerged)"
+            + " incremental=\(report.incremental) checkpoints=\(checkpoints.a ?? -1),\(checkpoints.b ?? -1)"
     }
 }
