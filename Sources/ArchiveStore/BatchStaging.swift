@@ -9,6 +9,10 @@ import Foundation
 /// written in `.archive-sync/staging`, unflushed, its object's hash computed on the way. What
 /// is staged before a failure, or for a body that throws, is removed; a process killed
 /// meanwhile leaves it to the next open, which empties the staging directory.
+///
+/// A collection that has no directory yet is staged whole (``StagedCollection``): its saves
+/// are written under their own names in a directory of its own in the staging directory, and
+/// after the commit one rename puts that directory in place, instead of a rename per file.
 final class BatchStager: @unchecked Sendable {
     /// A batch starts staging in the background once it holds this many writes: below it, a
     /// thread costs more than it saves.
@@ -24,6 +28,13 @@ final class BatchStager: @unchecked Sendable {
     private let condition = NSCondition()
     private var writes: [PendingWrite] = []
     private var temps: [String?] = []
+    /// Where each write is staged when not under a temp name: its new collection's directory.
+    private var wholes: [StagedCollection?] = []
+    /// The collections met so far, with the directory each is staged in whole, if it is.
+    private var collections: [ExactName: StagedCollection?] = [:]
+    /// The objects staged in a new collection's directory: a later write of one is staged
+    /// under a temp name, and put in place after the directory.
+    private var objectsStagedWhole: Set<ObjectID> = []
     /// The first write no thread has claimed.
     private var next = 0
     /// Writes claimed and not yet staged (or given up on).
@@ -55,8 +66,24 @@ final class BatchStager: @unchecked Sendable {
         condition.withLock {
             writes.append(write)
             temps.append(nil)
+            wholes.append(stagedWhole(write))
             if workerWaiting, writes.count - next >= Self.chunk { condition.signal() }
         }
+    }
+
+    /// Where `write` is staged: in its collection's own directory when the collection has no
+    /// directory in the store and this is a save and the first write of its object in the
+    /// batch; else (nil) under a temp name. Called in the batch's order, under `condition`.
+    private func stagedWhole(_ write: PendingWrite) -> StagedCollection? {
+        let name = ExactName(write.id.collection)
+        if collections[name] == nil {
+            // Looked at once, when the batch first meets the collection. A directory another
+            // writer makes meanwhile is found at the rename: the files then go one by one.
+            let absent = FileSystem.identity(of: FileName.encode(write.id.collection), in: store.root) == nil
+            collections[name] = .some(absent ? StagedCollection(write.id.collection, in: staging, of: store) : nil)
+        }
+        guard let whole = collections[name] ?? nil else { return nil }
+        return objectsStagedWhole.insert(write.id).inserted && write.content != nil ? whole : nil
     }
 
     /// Stages what is left on this thread too, and gives every write with its staged file.
@@ -65,11 +92,12 @@ final class BatchStager: @unchecked Sendable {
         close()
         drain()
         let (writes, temps, failure) = waitForWorker()
+        let wholes = condition.withLock { self.wholes }
         if let failure {
             removeStaged(temps)
             throw failure
         }
-        return zip(writes, temps).map { StagedWrite(write: $0, temp: $1) }
+        return writes.indices.map { StagedWrite(write: writes[$0], temp: temps[$0], whole: wholes[$0]) }
     }
 
     /// Stops staging and removes what was staged: the batch is not applied.
@@ -99,19 +127,22 @@ final class BatchStager: @unchecked Sendable {
 
     private func removeStaged(_ temps: [String?]) {
         for temp in temps.compactMap({ $0 }) { _ = try? store.removeStaged(temp, in: staging) }
+        for case let whole?? in condition.withLock({ collections.values }) { whole.remove() }
     }
 
     /// Stages writes until there are none left to claim and the batch is closed (or a staging failed).
     private func drain() {
-        while let (start, claimed) = claim() {
+        while let (start, claimed, wholes) = claim() {
             var staged: [(PendingWrite, String?)] = []
             var error: (any Error)?
-            for var write in claimed where error == nil {
-                let temp = write.content == nil ? nil : store.tempName()
+            for (offset, var write) in claimed.enumerated() where error == nil {
+                let whole = wholes[offset]
+                let temp = write.content == nil || whole != nil ? nil : store.tempName()
                 do {
-                    if let temp {
+                    if write.content != nil {
                         if write.hash == nil { write.hash = write.content.map(ContentHash.init(of:)) }
-                        write.stamp = try store.stageFile(write, as: temp, in: staging, racyBefore: racyBefore)
+                        write.stamp = try store.stageFile(
+                            write, as: temp ?? write.file, in: whole?.directory ?? staging, racyBefore: racyBefore)
                     }
                 } catch let failed {
                     error = failed
@@ -131,8 +162,9 @@ final class BatchStager: @unchecked Sendable {
         }
     }
 
-    /// The next writes to stage and the index of the first; nil when there is nothing more to do.
-    private func claim() -> (Int, [PendingWrite])? {
+    /// The next writes to stage, the index of the first, and where each is staged whole (if
+    /// it is); nil when there is nothing more to do.
+    private func claim() -> (Int, [PendingWrite], [StagedCollection?])? {
         condition.withLock {
             while failure == nil {
                 let ready = writes.count - next
@@ -142,7 +174,7 @@ final class BatchStager: @unchecked Sendable {
                     inFlight += next - start
                     // A copy, not a slice: a slice would share `writes`'s storage, and every
                     // `add` meanwhile would copy the whole array.
-                    return (start, Array(writes[start..<next]))
+                    return (start, Array(writes[start..<next]), Array(wholes[start..<next]))
                 }
                 if closed { return nil }
                 workerWaiting = true
@@ -155,24 +187,55 @@ final class BatchStager: @unchecked Sendable {
 }
 
 extension ArchiveStore {
-    /// Writes `write`'s new bytes as `temp` in the staging directory, unflushed.
+    /// Writes `write`'s new bytes as `name` in `directory` (the staging directory, or a new
+    /// collection's directory staged whole), unflushed.
     ///
     /// A sync's file keeps the time its object was modified, as `rsync -a` keeps times. A
     /// time older than `racyBefore` also makes its stamp trustworthy at once: any later write
     /// gives the file a new mtime. (A file written now may be written again within the
     /// clock's granularity without its stamp changing, so the next scan reads it.)
-    func stageFile(_ write: PendingWrite, as temp: String, in staging: Descriptor, racyBefore: Int64) throws -> FileStamp {
+    func stageFile(_ write: PendingWrite, as name: String, in directory: Descriptor, racyBefore: Int64) throws -> FileStamp {
         let modified = write.incoming.map(\.modified).flatMap { $0 > 0 && $0 < racyBefore ? $0 : nil }
         return try FileSystem.writeNewFile(
-            temp, in: staging, data: write.content ?? Data(), sync: false, modified: modified, path: stagedPath(temp))
+            name, in: directory, data: write.content ?? Data(), sync: false, modified: modified, path: directory.path.appendingComponent(name))
     }
 
     /// Removes a staged file; one already gone is not an error.
     func removeStaged(_ temp: String, in staging: Descriptor) throws {
-        try FileSystem.removeFile(temp, in: staging, path: stagedPath(temp))
+        try FileSystem.removeFile(temp, in: staging, path: staging.path.appendingComponent(temp))
+    }
+}
+
+/// A new collection's directory that a batch stages whole (``BatchStager``): made in
+/// `.archive-sync/staging` under a temp name (which names its owner, for the clean-up of an
+/// open), it receives the batch's saves of the collection under their own file names, and
+/// after the commit one rename makes it the collection's directory
+/// (``ArchiveStore/apply(_:stagedBy:)``). A cut before that rename leaves it where the next
+/// open removes it, and the commit's intent puts the files back from the manifest.
+final class StagedCollection: Sendable {
+    let collection: String
+    /// Its name in the staging directory.
+    let name: String
+    /// Open on it wherever it is: after the rename, on the collection's directory.
+    let directory: Descriptor
+    private let staging: Descriptor
+
+    /// Makes the directory; nil when it cannot (the batch then stages the collection file by file).
+    init?(_ collection: String, in staging: Descriptor, of store: ArchiveStore) {
+        let name = store.tempName()
+        let path = staging.path.appendingComponent(name)
+        guard (try? FileSystem.makeDirectory(name, in: staging, path: path)) == true,
+            let directory = try? FileSystem.openDirectory(name, in: staging, path: path)
+        else { return nil }
+        self.collection = collection
+        self.name = name
+        self.directory = directory
+        self.staging = staging
     }
 
-    private func stagedPath(_ temp: String) -> String {
-        path.appendingComponent(FileName.metadataDirectory).appendingComponent(Self.stagingDirectory).appendingComponent(temp)
+    /// Removes the directory and its files if it is still in the staging directory (looked up
+    /// by name there: once renamed into place, it is the collection's and is left alone).
+    func remove() {
+        try? FileSystem.removeDirectory(name, in: staging, path: staging.path.appendingComponent(name))
     }
 }

@@ -28,15 +28,21 @@ extension ArchiveStore {
     /// a power cut before the commit can leave one there only, where every open finds it.
     static let stagingDirectory = "staging"
 
-    /// Opens `.archive-sync/staging` when it exists, and removes the files that writes of
-    /// processes no longer running left in it (a cut or a kill before their commit).
+    /// Opens `.archive-sync/staging` when it exists, and removes the files (and the new
+    /// collections' directories, ``StagedCollection``) that writes of processes no longer
+    /// running left in it (a cut or a kill before their commit, or before the rename after it).
     static func cleanStaging(root: Descriptor, path: String) throws -> Descriptor? {
         let relative = FileName.metadataDirectory.appendingComponent(stagingDirectory)
         let where_ = path.appendingComponent(relative)
         guard let staging = try FileSystem.openDirectoryIfPresent(relative, in: root, path: where_) else { return nil }
         for entry in try FileSystem.listDirectory(staging, path: where_) {
             let owner = Array(entry.name.utf8).withUnsafeBufferPointer { Self.tempFileOwner($0) }
-            if owner.map({ !$0.isRunning }) ?? true {
+            guard owner.map({ !$0.isRunning }) ?? true else { continue }
+            let kind = entry.type == UInt8(DT_UNKNOWN) ? try FileSystem.status(entry.name, in: staging, path: where_)?.kind : nil
+            if entry.type == UInt8(DT_DIR) || kind == .directory {
+                // Its files were never the store's: they are put back from the manifest if committed.
+                try FileSystem.removeDirectory(entry.name, in: staging, path: where_.appendingComponent(entry.name))
+            } else {
                 try FileSystem.removeFile(entry.name, in: staging, path: where_.appendingComponent(entry.name))
             }
         }

@@ -9,8 +9,11 @@ import Foundation
 /// A write of ``ArchiveStore/apply(_:)`` with its file written in `.archive-sync/staging`.
 struct StagedWrite: Sendable {
     var write: PendingWrite
-    /// The staged file's name; nil for a delete.
+    /// The staged file's name; nil for a delete, or for a save staged in `whole`.
     var temp: String?
+    /// The new collection's directory this save's file is staged in, under its own name: it
+    /// is put in place with the directory, by one rename.
+    var whole: StagedCollection? = nil
 }
 
 /// One caller's writes waiting in a ``CommitQueue``. The leader sets `outcome` before it
@@ -70,7 +73,8 @@ extension ArchiveStore {
     ///    record each new version with its bytes and a *committed intent* naming its object,
     ///    commit (the WAL is flushed: the save is durable);
     /// 3. still excluding every other writer: rename each staged file over its object's file
-    ///    (or unlink the file of a delete), flushing neither;
+    ///    (or unlink the file of a delete), flushing neither; a new collection a batch staged
+    ///    whole (``StagedCollection``) is put in place by one rename of its directory;
     /// 4. later, one `syncfs` makes the renames durable and the intent goes (Durability.swift).
     ///
     /// Writes of several threads that arrive together share step 2 (``CommitQueue``). A large
@@ -194,7 +198,11 @@ extension ArchiveStore {
         // Made by ``stage(_:)`` whenever a file was staged; the metadata directory stands in
         // for a write that stages nothing (removes), which never names a staged file.
         let staging = staging.withLock { $0 } ?? root
-        var directories: [ExactName: Descriptor] = [:]
+        // A new collection staged whole: its directory stands in for the collection's until
+        // the rename after the commit makes it the collection's.
+        var wholes: [StagedCollection] = []
+        for case let whole? in staged.lazy.map(\.whole) where !wholes.contains(where: { $0 === whole }) { wholes.append(whole) }
+        var directories = Dictionary(wholes.map { (ExactName($0.collection), $0.directory) }, uniquingKeysWith: { first, _ in first })
         var committed: Committed?
         var placed: Set<String> = []
         var changedOnDisk: Set<Int> = []
@@ -204,6 +212,7 @@ extension ArchiveStore {
                 for temp in staged.compactMap(\.temp) where !placed.contains(temp) {
                     _ = try? removeStaged(temp, in: staging)
                 }
+                for whole in wholes { whole.remove() }
             }
         }
         do {
@@ -219,7 +228,12 @@ extension ArchiveStore {
                 afterCommit: { outcome in
                     committed = outcome
                     let independent = staged.count == 1 || Set(staged.lazy.map(\.write.id)).count == staged.count
-                    let done = try place(outcome, staging: staging, inParallelFrom: independent ? threshold : .max)
+                    var redirected: [ObjectIdentifier: Descriptor] = [:]
+                    for whole in wholes {
+                        if let into = try putInPlace(whole, staging: staging, with: staged) { redirected[ObjectIdentifier(whole.directory)] = into }
+                    }
+                    let done = try place(
+                        outcome, staging: staging, inParallelFrom: independent ? threshold : .max, redirecting: redirected)
                     for (index, placement) in outcome.placements.enumerated() {
                         if !done[index] { changedOnDisk.insert(placement.write) }
                         if done[index], case let .rename(temp, _, _, _) = placement { placed.insert(temp) }
@@ -239,17 +253,39 @@ extension ArchiveStore {
         }
     }
 
+    /// Step 3 of ``apply(_:)`` for a new collection staged whole: renames its directory into
+    /// place, unless another writer made the collection's directory since the batch looked
+    /// (its files then go into that one by one). Returns the collection's directory, where
+    /// the commit's other placements for `whole.directory` go; nil if it is gone again.
+    private func putInPlace(_ whole: StagedCollection, staging: Descriptor, with staged: [StagedWrite]) throws -> Descriptor? {
+        let name = FileName.encode(whole.collection)
+        if try FileSystem.renameIfAbsent(whole.name, in: staging, to: name, in: root, path: path.appendingComponent(name)) {
+            // Opened again by its name, so that messages name it where it now is.
+            return try openCollection(whole.collection, create: false)
+        }
+        guard let directory = try openCollection(whole.collection, create: true) else { return nil }
+        for write in staged.lazy.filter({ $0.whole === whole }).map(\.write) {
+            try FileSystem.rename(write.file, in: whole.directory, to: write.file, in: directory, path: directory.path.appendingComponent(write.file))
+        }
+        whole.remove()
+        return directory
+    }
+
     /// Step 3 of ``apply(_:)``: makes each placement of `committed`, on every core from
     /// `threshold` placements on; the caller gives `.max` unless the writes are of distinct
     /// objects (whose placements then touch names no other object's do, in any order). A
     /// conditional write whose file changed on disk since its commit checked it is left
-    /// alone: each of its placements reports false.
-    private func place(_ committed: Committed, staging: Descriptor, inParallelFrom threshold: Int) throws -> [Bool] {
+    /// alone: each of its placements reports false. A placement in a directory that
+    /// `redirecting` names goes to the one it gives instead (``putInPlace(_:staging:with:)``).
+    private func place(
+        _ committed: Committed, staging: Descriptor, inParallelFrom threshold: Int, redirecting: [ObjectIdentifier: Descriptor] = [:]
+    ) throws -> [Bool] {
         let placements = committed.placements
         return try parallelMap(placements.count, threshold: threshold) { [staging] index -> Bool in
             let expectation = committed.expectations[placements[index].write]
             switch placements[index] {
-            case let .rename(temp, file, directory, _):
+            case let .rename(temp, file, placedIn, _):
+                let directory = redirecting[ObjectIdentifier(placedIn)] ?? placedIn
                 switch expectation {
                 case .absent?:
                     // Nothing may have appeared at the name since: checked by the rename itself.
@@ -260,7 +296,8 @@ extension ArchiveStore {
                     // The path is an autoclosure: made only for an error's message.
                     try FileSystem.rename(temp, in: staging, to: file, in: directory, path: directory.path.appendingComponent(file))
                 }
-            case let .remove(file, directory, _):
+            case let .remove(file, placedIn, _):
+                let directory = redirecting[ObjectIdentifier(placedIn)] ?? placedIn
                 if let expectation, try !diskMatches(expectation, in: directory) { return false }
                 try FileSystem.removeFile(file, in: directory, path: directory.path.appendingComponent(file))
             }
@@ -292,10 +329,19 @@ extension ArchiveStore {
         if staged.count > 1 {
             for write in staged { occurrences[write.write.id, default: 0] += 1 }
         }
+        // The collections with no row at all as this commit begins (a batch into a new one):
+        // an object no other write of the commit touches has no row there to look up.
+        var empty: Set<ExactName> = []
+        if staged.count >= 64 {
+            var collections: [ExactName: String] = [:]
+            for item in staged { collections[ExactName(item.write.id.collection)] = item.write.id.collection }
+            for (name, collection) in collections where try !tx.hasObjects(in: collection) { empty.insert(name) }
+        }
         var committed = Committed(versions: Array(repeating: nil, count: staged.count))
         for (index, item) in staged.enumerated() {
             let write = item.write
-            let existing = try tx.object(write.id)
+            let unseen = !empty.isEmpty && occurrences[write.id] == 1 && empty.contains(ExactName(write.id.collection))
+            let existing = unseen ? nil : try tx.object(write.id)
             let directory = directories[ExactName(write.id.collection)]
             let expectation = diskExpectation(of: write, record: existing, directoryExists: directory != nil)
             if write.condition != nil, expectation == nil { continue }

@@ -4,15 +4,35 @@ import Testing
 
 @testable import ArchiveStore
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 private struct Stop: Error {}
 
 /// A large batch stages its files on a second thread while its body still encodes the rest
 /// (``BatchStager``): what that must keep of a batch's promises.
 @Suite(.enabled(if: ProcessInfo.processInfo.activeProcessorCount > 1, "the stager runs only with a second core"))
 struct BatchStagingTests {
-    /// The files in `.archive-sync/staging`.
+    /// What is in `.archive-sync/staging`: its files and directories, and what those hold.
     private static func staged(_ path: String) -> [String] {
-        (try? FileManager.default.contentsOfDirectory(atPath: path + "/" + FileName.metadataDirectory + "/staging")) ?? []
+        (try? FileManager.default.subpathsOfDirectory(atPath: staging(path))) ?? []
+    }
+
+    private static func staging(_ path: String) -> String { path + "/" + FileName.metadataDirectory + "/staging" }
+
+    /// The inode of `path` (0 when there is nothing there).
+    private static func inode(_ path: String) -> UInt64 {
+        var info = stat()
+        return lstat(path, &info) == 0 ? UInt64(info.st_ino) : 0
+    }
+
+    /// The directories in `.archive-sync/staging`.
+    private static func stagedDirectories(_ path: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: staging(path))) ?? []).filter {
+            var isDirectory: ObjCBool = false
+            return FileManager.default.fileExists(atPath: staging(path) + "/" + $0, isDirectory: &isDirectory) && isDirectory.boolValue
+        }
     }
 
     /// Waits up to 20 s (a loaded machine) until `count` files are staged; whether they were.
@@ -72,11 +92,13 @@ struct BatchStagingTests {
     }
 
     /// A file the stager cannot create (here: its temp name taken) fails the whole batch, and
-    /// the stager's other files go with it.
+    /// the stager's other files go with it. (The collection exists, so files are staged
+    /// under temp names, not in a directory of the collection's own.)
     @Test func aLargeBatchWhoseStagingFailsStoresNothingAndLeavesNoStagedFile() async throws {
         let seen = try await offPool {
             try withStore { store, path throws in
-                let staging = path + "/" + FileName.metadataDirectory + "/staging"
+                try store.save(Person(name: "seed", age: 0), forKey: "seed")
+                let staging = Self.staging(path)
                 var taken: Set<String> = []
                 var failed = false
                 do {
@@ -95,10 +117,98 @@ struct BatchStagingTests {
                     failed = true
                 }
                 return [
-                    failed, Set(Self.staged(path)).isSubset(of: taken), filesInStore(path).isEmpty, try store.keys(of: Person.self).isEmpty,
+                    failed, Set(Self.staged(path)).isSubset(of: taken), filesInStore(path) == ["Person", "Person/seed.json"],
+                    try store.keys(of: Person.self) == ["seed"],
                 ]
             }
         }
         #expect(seen == [true, true, true, true])
+    }
+
+    // A collection with no directory yet is staged whole (``StagedCollection``).
+
+    @Test func aBatchIntoANewCollectionRenamesItsStagedDirectoryIntoPlace() async throws {
+        let seen = try await offPool {
+            try withStore { store, path throws in
+                var stagedDirectory: UInt64 = 0
+                try store.batch { tx in
+                    for index in 0..<300 { try tx.save(Person(name: "p\(index)", age: index), forKey: "k\(index)") }
+                    let directories = Self.stagedDirectories(path)
+                    if directories.count == 1 { stagedDirectory = Self.inode(Self.staging(path) + "/" + directories[0]) }
+                }
+                return [
+                    stagedDirectory != 0, Self.inode(path + "/Person") == stagedDirectory, Self.staged(path).isEmpty,
+                    filesInStore(path) == Set(["Person"] + (0..<300).map { "Person/k\($0).json" }),
+                    try store.load(Person.self, forKey: "k299") == Person(name: "p299", age: 299), try store.verify().isClean,
+                    try store.objects(in: "Person").allSatisfy { $0.version == 1 },
+                ]
+            }
+        }
+        #expect(seen == [true, true, true, true, true, true, true])
+    }
+
+    /// Only an object's first write is staged in the collection's directory: a later save or
+    /// remove of it in the same batch is put in place after the directory, in order.
+    @Test func aNewCollectionsObjectWrittenAgainInTheBatchEndsAsItsLastWrite() async throws {
+        let seen = try await offPool {
+            try withStore { store, path throws in
+                try store.batch { tx in
+                    for index in 0..<300 { try tx.save(Person(name: "p\(index)", age: index), forKey: "k\(index)") }
+                    try tx.save(Person(name: "again", age: 5), forKey: "k5")
+                    try tx.remove(Person.self, forKey: "k7")
+                    try tx.remove(Person.self, forKey: "k8")
+                    try tx.save(Person(name: "back", age: 8), forKey: "k8")
+                    try tx.remove(Person.self, forKey: "gone")
+                }
+                let live = (0..<300).filter { $0 != 7 }.map { "Person/k\($0).json" }
+                return [
+                    try store.load(Person.self, forKey: "k5") == Person(name: "again", age: 5),
+                    try store.history(of: Person.self, forKey: "k5").count == 2,
+                    try store.load(Person.self, forKey: "k7") == nil, try store.history(of: Person.self, forKey: "k7").last?.version == 2,
+                    try store.load(Person.self, forKey: "k8") == Person(name: "back", age: 8),
+                    try store.history(of: Person.self, forKey: "k8").last?.version == 3,
+                    filesInStore(path) == Set(["Person"] + live), Self.staged(path).isEmpty, try store.verify().isClean,
+                ]
+            }
+        }
+        #expect(seen == [true, true, true, true, true, true, true, true, true])
+    }
+
+    /// Another writer makes the collection's directory while the batch stages it whole: the
+    /// batch's files then go into that directory one by one, beside the other writer's.
+    @Test func aCollectionMadeMeanwhileTakesTheBatchsFilesOneByOne() async throws {
+        let seen = try await offPool {
+            try withStore { store, path throws in
+                var stagedWhole = false
+                try store.batch { tx in
+                    for index in 0..<300 { try tx.save(Person(name: "p\(index)", age: index), forKey: "k\(index)") }
+                    stagedWhole = Self.stagedDirectories(path).count == 1
+                    let other = try ArchiveStore(directory: path)
+                    try other.save(Person(name: "other", age: 1), forKey: "other")
+                }
+                return [
+                    stagedWhole, try store.keys(of: Person.self).count == 301,
+                    try store.load(Person.self, forKey: "other") == Person(name: "other", age: 1),
+                    try store.load(Person.self, forKey: "k0") == Person(name: "p0", age: 0),
+                    filesInStore(path).count == 302, Self.staged(path).isEmpty, try store.verify().isClean,
+                ]
+            }
+        }
+        #expect(seen == [true, true, true, true, true, true, true])
+    }
+
+    /// A process killed between staging a new collection's directory and renaming it leaves
+    /// the directory in `.archive-sync/staging`: the next open removes it.
+    @Test func anOpenRemovesTheStagedCollectionOfAWriterThatDied() throws {
+        try withStore { store, path throws in
+            try store.save(Person(name: "seed", age: 0), forKey: "seed")
+            let left = Self.staging(path) + "/\(FileName.tempPrefix)\(deadProcessID()).1.7"
+            try FileManager.default.createDirectory(atPath: left, withIntermediateDirectories: false)
+            try writeFile(left + "/k1.json", Data("{}".utf8))
+            let reopened = try ArchiveStore(directory: path)
+            #expect(!entryExists(left))
+            #expect(try reopened.keys(of: Person.self) == ["seed"])
+            #expect(filesInStore(path) == ["Person", "Person/seed.json"])
+        }
     }
 }

@@ -130,6 +130,20 @@ extension FileSystem {
         throw SystemCallError(call: "unlink", path: path(), errno: code)
     }
 
+    /// Removes a directory that holds files only, and its files; one already gone is not an
+    /// error. The corresponding C functions are `unlinkat` (each file, then the directory with
+    /// `AT_REMOVEDIR`).
+    static func removeDirectory(_ name: String, in parent: Descriptor, path: @autoclosure () -> String) throws {
+        try checkEntryName(name, "remove", path: path)
+        guard let directory = try openDirectoryIfPresent(name, in: parent, path: path()) else { return }
+        for entry in try listDirectory(directory, path: path()) {
+            try removeFile(entry.name, in: directory, path: path().appendingComponent(entry.name))
+        }
+        if unlinkat(parent.fd, name, AT_REMOVEDIR) == 0 { return }
+        let code = errno
+        if code != ENOENT { throw SystemCallError(call: "rmdir", path: path(), errno: code) }
+    }
+
     /// Removes a file by its path, as `unlink` does; nothing is said when it fails (for
     /// removing what may not be there).
     static func removeFileIfPresent(atPath path: String) {
