@@ -1,10 +1,12 @@
 // Saves into a store in a loop until killed, for CrashTests.
 //
-//     crash-writer STORE FIRST-COUNTER [THREADS [PAUSE-EVERY]]
+//     crash-writer STORE FIRST-COUNTER [THREADS [PAUSE-EVERY [BULK]]]
 //
 // With THREADS > 1, that many threads save at once, each its own keys (no batches): their
 // saves share commits (group commit). With PAUSE-EVERY, a thread sleeps 1.5 s after every
 // that many saves, past the second after which the store's background `syncfs` settles them.
+// With BULK, it first saves BULK objects (`b0`, `b1`...) in one batch: into a new collection,
+// which the batch stages whole and renames into place after its commit.
 // After each save (or batch) returns, writes one line to stdout with one write(2):
 // `<counter> <key>[,<key>...]`. Every line printed names a save that had returned, so
 // everything it names must survive a SIGKILL.
@@ -29,14 +31,13 @@ struct Record: Codable, Equatable {
 }
 
 let arguments = CommandLine.arguments
-guard (3...5).contains(arguments.count), var counter = Int(arguments[2]), arguments.count < 4 || Int(arguments[3]) != nil,
-    arguments.count < 5 || Int(arguments[4]) != nil
-else {
-    FileHandle.standardError.write(Data("usage: crash-writer STORE FIRST-COUNTER [THREADS [PAUSE-EVERY]]\n".utf8))
+guard (3...6).contains(arguments.count), var counter = Int(arguments[2]), arguments.dropFirst(3).allSatisfy({ Int($0) != nil }) else {
+    FileHandle.standardError.write(Data("usage: crash-writer STORE FIRST-COUNTER [THREADS [PAUSE-EVERY [BULK]]]\n".utf8))
     exit(2)
 }
 let threads = arguments.count > 3 ? max(1, Int(arguments[3])!) : 1
 let pauseEvery = arguments.count > 4 ? Int(arguments[4])! : 0
+let bulk = arguments.count > 5 ? Int(arguments[5])! : 0
 let store = try ArchiveStore(directory: arguments[1], options: .init(historyLimit: 100_000))
 let keyCount = 16
 
@@ -64,6 +65,15 @@ let keyCount = 16
         counter += threads
         if pauseEvery > 0, saves % pauseEvery == 0 { usleep(1_500_000) }
     }
+}
+
+if bulk > 0 {
+    counter += 1
+    let keys = (0..<bulk).map { "b\($0)" }
+    try store.batch { tx in
+        for key in keys { try tx.save(Record(key: key, counter: counter), forKey: key) }
+    }
+    acknowledge(counter, keys)
 }
 
 if threads > 1 || pauseEvery > 0 {

@@ -169,6 +169,12 @@ def workload_window(runner):
     workload_writer(runner, "1", "3", saves=10)
 
 
+def workload_bulk(runner):
+    """crash-writer's batch of 260 saves into a new collection, which it stages as a directory
+    and renames into place after its commit, then its saves and batches of four."""
+    workload_writer(runner, "1", "0", "260", saves=8)
+
+
 def workload_sync(runner):
     """Two stores changed apart and synced, three times."""
     keys = ["P/a", "P/b", "P/c"]
@@ -186,7 +192,7 @@ def workload_sync(runner):
 
 
 # Workloads whose work is not a sequence of CLI commands run to completion: no write faults.
-NO_FAULTS = {"writer", "threads", "window", "watch"}
+NO_FAULTS = {"writer", "threads", "window", "bulk", "watch"}
 
 WORKLOADS = {
     "saves": workload_saves,
@@ -196,6 +202,7 @@ WORKLOADS = {
     "writer": workload_writer,
     "threads": workload_threads,
     "window": workload_window,
+    "bulk": workload_bulk,
     "sync": workload_sync,
     "watch": lambda runner: workload_watch(runner, document),
     "sync-retention": lambda runner: workload_sync_retention(runner, document),
