@@ -327,6 +327,7 @@ extension ArchiveStore {
     private func record(_ staged: [StagedWrite], directories: [ExactName: Descriptor], tx: ManifestTransaction) throws -> Committed {
         var occurrences: [ObjectID: Int] = [:]
         if staged.count > 1 {
+            occurrences.reserveCapacity(staged.count)
             for write in staged { occurrences[write.write.id, default: 0] += 1 }
         }
         // The collections with no row at all as this commit begins (a batch into a new one):
@@ -374,9 +375,10 @@ extension ArchiveStore {
                 origin: origin, incoming: write.incoming)
             let recorded = try tx.record(change, existing: existing)
             committed.versions[index] = recorded?.version ?? existing?.version ?? 0
+            // No hash: the recovery of a committed intent reads each object's from its row.
             committed.entries.append(
                 WriteIntent.Entry(
-                    collection: write.id.collection, key: write.id.key, file: file, hash: write.hash, schemaVersion: write.schemaVersion,
+                    collection: write.id.collection, key: write.id.key, file: file, hash: nil, schemaVersion: write.schemaVersion,
                     committed: true, previous: existing?.isDeleted == false ? existing?.hash : nil, replaced: replaced))
         }
         if !committed.entries.isEmpty { committed.intent = try tx.addIntent(committed.entries) }

@@ -10,7 +10,8 @@ struct WriteIntent: Sendable {
         /// The file to write, or "" for a delete.
         var file: String
         var temp: String?
-        /// The new contents' hash: finding it in `file` tells recovery that the rename happened.
+        /// The new contents' hash: finding it in `file` tells recovery that the rename happened
+        /// (an intent written before its commit; a committed one leaves it out).
         var hash: ContentHash?
         var schemaVersion: Int?
         /// A sync's write: the version as its other replica recorded it, which recovery
