@@ -30,11 +30,11 @@ final class BatchStager: @unchecked Sendable {
     private var temps: [String?] = []
     /// Where each write is staged when not under a temp name: its new collection's directory.
     private var wholes: [StagedCollection?] = []
-    /// The collections met so far, with the directory each is staged in whole, if it is.
+    /// The collections saved into so far, with the directory each is staged in whole, if it is.
     private var collections: [ExactName: StagedCollection?] = [:]
-    /// The objects staged in a new collection's directory: a later write of one is staged
-    /// under a temp name, and put in place after the directory.
-    private var objectsStagedWhole: Set<ObjectID> = []
+    /// The objects written so far: only an object's first write can be staged whole (a later
+    /// one is staged under a temp name, and put in place after the directory, in order).
+    private var seen: Set<ObjectID> = []
     /// The first write no thread has claimed.
     private var next = 0
     /// Writes claimed and not yet staged (or given up on).
@@ -75,15 +75,15 @@ final class BatchStager: @unchecked Sendable {
     /// directory in the store and this is a save and the first write of its object in the
     /// batch; else (nil) under a temp name. Called in the batch's order, under `condition`.
     private func stagedWhole(_ write: PendingWrite) -> StagedCollection? {
+        guard seen.insert(write.id).inserted, write.content != nil else { return nil }
         let name = ExactName(write.id.collection)
         if collections[name] == nil {
-            // Looked at once, when the batch first meets the collection. A directory another
+            // Looked at once, at the batch's first save into the collection. A directory another
             // writer makes meanwhile is found at the rename: the files then go one by one.
             let absent = FileSystem.identity(of: FileName.encode(write.id.collection), in: store.root) == nil
             collections[name] = .some(absent ? StagedCollection(write.id.collection, in: staging, of: store) : nil)
         }
-        guard let whole = collections[name] ?? nil else { return nil }
-        return objectsStagedWhole.insert(write.id).inserted && write.content != nil ? whole : nil
+        return collections[name] ?? nil
     }
 
     /// Stages what is left on this thread too, and gives every write with its staged file.

@@ -148,7 +148,8 @@ struct BatchStagingTests {
     }
 
     /// Only an object's first write is staged in the collection's directory: a later save or
-    /// remove of it in the same batch is put in place after the directory, in order.
+    /// remove of it in the same batch is put in place after the directory, in order. A
+    /// collection the batch only removes from gets no directory.
     @Test func aNewCollectionsObjectWrittenAgainInTheBatchEndsAsItsLastWrite() async throws {
         let seen = try await offPool {
             try withStore { store, path throws in
@@ -159,6 +160,7 @@ struct BatchStagingTests {
                     try tx.remove(Person.self, forKey: "k8")
                     try tx.save(Person(name: "back", age: 8), forKey: "k8")
                     try tx.remove(Person.self, forKey: "gone")
+                    try tx.remove(PersonModel.self, forKey: "nothing")
                 }
                 let live = (0..<300).filter { $0 != 7 }.map { "Person/k\($0).json" }
                 return [
