@@ -91,8 +91,7 @@ final class BatchStager: @unchecked Sendable {
     func finish() throws -> [StagedWrite] {
         close()
         drain()
-        let (writes, temps, failure) = waitForWorker()
-        let wholes = condition.withLock { self.wholes }
+        let (writes, temps, wholes, failure) = waitForWorker()
         if let failure {
             removeStaged(temps)
             throw failure
@@ -118,10 +117,10 @@ final class BatchStager: @unchecked Sendable {
     }
 
     /// Waits until no thread stages any more; gives the writes and what was staged for them.
-    private func waitForWorker() -> (writes: [PendingWrite], temps: [String?], failure: (any Error)?) {
+    private func waitForWorker() -> (writes: [PendingWrite], temps: [String?], wholes: [StagedCollection?], failure: (any Error)?) {
         condition.withLock {
             while inFlight > 0 || !closed { condition.wait() }
-            return (writes, temps, failure)
+            return (writes, temps, wholes, failure)
         }
     }
 

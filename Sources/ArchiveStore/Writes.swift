@@ -20,9 +20,6 @@ struct PendingWrite: Sendable {
     var incoming: ReplicatedVersion?
     /// When set, the write goes ahead only while its object still holds these contents.
     var condition: WriteCondition?
-    /// True when `file` was made from the key here (``ArchiveStore/prepare(_:as:hashing:)``),
-    /// so that it needs no check that it is the key's name.
-    var fileFromKey = false
 
     /// Without `hashing`, `hash` stays nil until the write is staged.
     init(id: ObjectID, file: String, content: Data?, schemaVersion: Int? = nil, hashing: Bool = true) {
@@ -49,11 +46,9 @@ extension ArchiveStore {
             throw ArchiveError.unencodable(id, type: String(reflecting: T.self), reason: String(describing: error))
         }
         let schema = (T.self as? any VersionedModel.Type)?.schemaVersion
-        var write = PendingWrite(
+        return PendingWrite(
             id: id, file: FileName.join(stem: FileName.encode(id.key), extension: codec.fileExtension), content: data, schemaVersion: schema,
             hashing: hashing)
-        write.fileFromKey = true
-        return write
     }
 
     /// A temp file name no other process or thread uses, that names its owner for clean-up.
@@ -65,7 +60,7 @@ extension ArchiveStore {
     /// Why `write` must not be made: the file it writes, or the file its live row names (which
     /// it replaces or removes), is not one a write of the store makes.
     static func damage(of write: PendingWrite, record: ObjectRecord?) -> ArchiveError? {
-        if write.content != nil, !write.fileFromKey, let problem = FileName.problem(withFile: write.file, ofKey: write.id.key) {
+        if write.content != nil, let problem = FileName.problem(withFile: write.file, ofKey: write.id.key) {
             return .damagedRecord(write.id, file: write.file, problem: problem)
         }
         guard let record, !record.isDeleted, let problem = FileName.problem(withFile: record.file, ofKey: record.id.key) else { return nil }
