@@ -13,6 +13,10 @@ import Foundation
 /// A collection that has no directory yet is staged whole (``StagedCollection``): its saves
 /// are written under their own names in a directory of its own in the staging directory, and
 /// after the commit one rename puts that directory in place, instead of a rename per file.
+///
+/// Once the body has returned, the commit records each write as soon as it is staged
+/// (``staged(_:)``): the caller's thread records while this one stages, and stages itself
+/// whenever the next write to record is not ready, so that both cores work until the end.
 final class BatchStager: @unchecked Sendable {
     /// A batch starts staging in the background once it holds this many writes: below it, a
     /// thread costs more than it saves.
@@ -30,6 +34,8 @@ final class BatchStager: @unchecked Sendable {
     private var temps: [String?] = []
     /// Where each write is staged when not under a temp name: its new collection's directory.
     private var wholes: [StagedCollection?] = []
+    /// Whether each write is staged (or given up on, with `failure` set).
+    private var done: [Bool] = []
     /// The collections saved into so far, with the directory each is staged in whole, if it is.
     private var collections: [ExactName: StagedCollection?] = [:]
     /// The objects written so far: only an object's first write can be staged whole (a later
@@ -66,6 +72,7 @@ final class BatchStager: @unchecked Sendable {
         condition.withLock {
             writes.append(write)
             temps.append(nil)
+            done.append(false)
             wholes.append(stagedWhole(write))
             if workerWaiting, writes.count - next >= Self.chunk { condition.signal() }
         }
@@ -86,10 +93,41 @@ final class BatchStager: @unchecked Sendable {
         return collections[name] ?? nil
     }
 
-    /// Stages what is left on this thread too, and gives every write with its staged file.
-    /// On a failure, removes every staged file and throws the first error.
+    /// Ends the batch: no write is added after this. Gives the writes as they are known now,
+    /// not yet staged (each with the collection it is staged whole in, if it is); the commit
+    /// takes each one staged from ``staged(_:)``.
+    func close() -> [StagedWrite] {
+        condition.withLock {
+            closed = true
+            condition.broadcast()
+            return writes.indices.map { StagedWrite(write: writes[$0], temp: nil, whole: wholes[$0]) }
+        }
+    }
+
+    /// Write `index` once it is staged, with its staged file. While it is not, this thread
+    /// stages writes no thread has claimed yet, or waits. Throws the first staging failure.
+    /// Called after ``close()``.
+    func staged(_ index: Int) throws -> StagedWrite {
+        while true {
+            let claimed = try condition.withLock { () throws -> (Int, [PendingWrite], [StagedCollection?])? in
+                while true {
+                    if let failure { throw failure }
+                    if done[index] { return nil }
+                    if let claimed = claimReady() { return claimed }
+                    condition.wait()
+                }
+            }
+            guard let (start, writes, wholes) = claimed else {
+                return condition.withLock { StagedWrite(write: self.writes[index], temp: temps[index], whole: self.wholes[index]) }
+            }
+            stage(writes, from: start, wholes: wholes)
+        }
+    }
+
+    /// Every write with its staged file, staging on this thread too what is left (nothing,
+    /// once ``staged(_:)`` has given every write). On a failure, removes every staged file and
+    /// throws the first error. Called after ``close()``.
     func finish() throws -> [StagedWrite] {
-        close()
         drain()
         let (writes, temps, wholes, failure) = waitForWorker()
         if let failure {
@@ -109,13 +147,6 @@ final class BatchStager: @unchecked Sendable {
         removeStaged(waitForWorker().temps)
     }
 
-    private func close() {
-        condition.withLock {
-            closed = true
-            condition.broadcast()
-        }
-    }
-
     /// Waits until no thread stages any more; gives the writes and what was staged for them.
     private func waitForWorker() -> (writes: [PendingWrite], temps: [String?], wholes: [StagedCollection?], failure: (any Error)?) {
         condition.withLock {
@@ -131,33 +162,36 @@ final class BatchStager: @unchecked Sendable {
 
     /// Stages writes until there are none left to claim and the batch is closed (or a staging failed).
     private func drain() {
-        while let (start, claimed, wholes) = claim() {
-            var staged: [(PendingWrite, String?)] = []
-            var error: (any Error)?
-            for (offset, var write) in claimed.enumerated() where error == nil {
-                let whole = wholes[offset]
-                let temp = write.content == nil || whole != nil ? nil : store.tempName()
-                do {
-                    if write.content != nil {
-                        if write.hash == nil { write.hash = write.content.map(ContentHash.init(of:)) }
-                        write.stamp = try store.stageFile(
-                            write, as: temp ?? write.file, in: whole?.directory ?? staging, racyBefore: racyBefore)
-                    }
-                } catch let failed {
-                    error = failed
+        while let (start, claimed, wholes) = claim() { stage(claimed, from: start, wholes: wholes) }
+    }
+
+    /// Stages `claimed`, the writes from index `start` on, and marks them done.
+    private func stage(_ claimed: [PendingWrite], from start: Int, wholes: [StagedCollection?]) {
+        var staged: [(PendingWrite, String?)] = []
+        var error: (any Error)?
+        for (offset, var write) in claimed.enumerated() where error == nil {
+            let whole = wholes[offset]
+            let temp = write.content == nil || whole != nil ? nil : store.tempName()
+            do {
+                if write.content != nil {
+                    if write.hash == nil { write.hash = write.content.map(ContentHash.init(of:)) }
+                    write.stamp = try store.stageFile(write, as: temp ?? write.file, in: whole?.directory ?? staging, racyBefore: racyBefore)
                 }
-                // Kept on a failure too: the create may have made the file before the write failed.
-                staged.append((write, temp))
+            } catch let failed {
+                error = failed
             }
-            condition.withLock {
-                for (offset, (write, temp)) in staged.enumerated() {
-                    writes[start + offset] = write
-                    temps[start + offset] = temp
-                }
-                inFlight -= claimed.count
-                if let error { failure = failure ?? error }
-                condition.broadcast()
+            // Kept on a failure too: the create may have made the file before the write failed.
+            staged.append((write, temp))
+        }
+        condition.withLock {
+            for (offset, (write, temp)) in staged.enumerated() {
+                writes[start + offset] = write
+                temps[start + offset] = temp
+                done[start + offset] = true
             }
+            inFlight -= claimed.count
+            if let error { failure = failure ?? error }
+            condition.broadcast()
         }
     }
 
@@ -166,15 +200,7 @@ final class BatchStager: @unchecked Sendable {
     private func claim() -> (Int, [PendingWrite], [StagedCollection?])? {
         condition.withLock {
             while failure == nil {
-                let ready = writes.count - next
-                if ready >= Self.chunk || (closed && ready > 0) {
-                    let start = next
-                    next += min(ready, Self.chunk)
-                    inFlight += next - start
-                    // A copy, not a slice: a slice would share `writes`'s storage, and every
-                    // `add` meanwhile would copy the whole array.
-                    return (start, Array(writes[start..<next]), Array(wholes[start..<next]))
-                }
+                if let claimed = claimReady() { return claimed }
                 if closed { return nil }
                 workerWaiting = true
                 condition.wait()
@@ -182,6 +208,18 @@ final class BatchStager: @unchecked Sendable {
             }
             return nil
         }
+    }
+
+    /// ``claim()`` without waiting: a chunk (or, once closed, what is left), or nil. Under `condition`.
+    private func claimReady() -> (Int, [PendingWrite], [StagedCollection?])? {
+        let ready = writes.count - next
+        guard ready >= Self.chunk || (closed && ready > 0) else { return nil }
+        let start = next
+        next += min(ready, Self.chunk)
+        inFlight += next - start
+        // A copy, not a slice: a slice would share `writes`'s storage, and every `add`
+        // meanwhile would copy the whole array.
+        return (start, Array(writes[start..<next]), Array(wholes[start..<next]))
     }
 }
 

@@ -78,12 +78,15 @@ extension ArchiveStore {
     /// 4. later, one `syncfs` makes the renames durable and the intent goes (Durability.swift).
     ///
     /// Writes of several threads that arrive together share step 2 (``CommitQueue``). A large
-    /// batch's `stager` holds its writes instead of `requested` and has done most of step 1.
+    /// batch's `stager` holds its writes instead of `requested` and stages them: its commit
+    /// is its own, and records each write as soon as it is staged, step 1 and step 2 on two
+    /// cores at once (the transaction, and so every other writer's wait, lasts that long).
     ///
     /// - Returns: each object's version afterwards, in the order of `requested`.
     @discardableResult
     func apply(_ requested: [PendingWrite], stagedBy stager: BatchStager? = nil) throws -> [Int] {
         try withStaged(requested, stager: stager) { staged in
+            if let stager { return try commitStaged(staged, stager: stager).map { $0 ?? 0 } }
             let ticket = CommitTicket(staged)
             return try commitQueue.submit(ticket) { group in
                 // A group that fails keeps its staged files: each caller's are committed below.
@@ -120,7 +123,8 @@ extension ArchiveStore {
     }
 
     /// Stages `requested` and gives them to `commit`, after the checks every write makes. A
-    /// batch's `stager` holds its writes instead (`requested` is then empty) and stages the rest.
+    /// batch's `stager` holds its writes instead (`requested` is then empty): `commit` is
+    /// given them not yet staged, and takes each one staged from the stager.
     private func withStaged<T>(_ requested: [PendingWrite], stager: BatchStager? = nil, commit: ([StagedWrite]) throws -> [T]) throws -> [T] {
         guard !requested.isEmpty || stager != nil else { return [] }
         do {
@@ -131,7 +135,7 @@ extension ArchiveStore {
             throw error
         }
         do {
-            return try commit(try stager?.finish() ?? stage(requested))
+            return try commit(try stager.map { $0.close() } ?? stage(requested))
         } catch {
             throw ArchiveError.wrap(error)
         }
@@ -191,8 +195,10 @@ extension ArchiveStore {
     ///     group commit makes even a few of them at once, its caller's one save each.
     ///   - keepingStagedOnFailure: when the commit fails, leave the staged files for a retry
     ///     (a group's, whose callers' writes are then committed one by one).
+    ///   - stager: a batch's, still staging `staged` (which then name no staged file yet):
+    ///     each write is recorded once it gives it staged.
     private func commitStaged(
-        _ staged: [StagedWrite], inParallelFrom threshold: Int = 256, keepingStagedOnFailure: Bool = false,
+        _ staged: [StagedWrite], inParallelFrom threshold: Int = 256, keepingStagedOnFailure: Bool = false, stager: BatchStager? = nil,
         then: ((ManifestTransaction, [Bool]) throws -> Void)? = nil
     ) throws -> [Int?] {
         // Made by ``stage(_:)`` whenever a file was staged; the metadata directory stands in
@@ -206,10 +212,13 @@ extension ArchiveStore {
         var committed: Committed?
         var placed: Set<String> = []
         var changedOnDisk: Set<Int> = []
+        // `staged` with every staged file named, once the stager has staged them all.
+        var finished: [StagedWrite]? = stager == nil ? staged : nil
         defer {
             // Staged files not renamed: already stored as asked, skipped, or the commit failed.
             if committed != nil || !keepingStagedOnFailure {
-                for temp in staged.compactMap(\.temp) where !placed.contains(temp) {
+                if finished == nil { stager?.cancel() }
+                for temp in (finished ?? []).compactMap(\.temp) where !placed.contains(temp) {
                     _ = try? removeStaged(temp, in: staging)
                 }
                 for whole in wholes { whole.remove() }
@@ -221,7 +230,9 @@ extension ArchiveStore {
             }
             var outcome = try manifest.write(
                 { tx in
-                    let outcome = try self.record(staged, directories: directories, tx: tx)
+                    let outcome = try self.record(
+                        staged, completing: stager.map { stager in { try stager.staged($0) } }, directories: directories, tx: tx)
+                    if let stager { finished = try stager.finish() }
                     try then?(tx, outcome.versions.map { $0 != nil })
                     return outcome
                 },
@@ -324,7 +335,11 @@ extension ArchiveStore {
     /// A write whose object's row is damaged (names a file no write makes) is refused, with
     /// the whole commit; a conditional one (a sync's) is skipped instead, as if its object had
     /// changed, so that the rest goes ahead.
-    private func record(_ staged: [StagedWrite], directories: [ExactName: Descriptor], tx: ManifestTransaction) throws -> Committed {
+    ///
+    /// `completing`, when given, gives each write of `staged` staged, waiting for it.
+    private func record(
+        _ staged: [StagedWrite], completing: ((Int) throws -> StagedWrite)? = nil, directories: [ExactName: Descriptor], tx: ManifestTransaction
+    ) throws -> Committed {
         var occurrences: [ObjectID: Int] = [:]
         if staged.count > 1 {
             occurrences.reserveCapacity(staged.count)
@@ -339,7 +354,8 @@ extension ArchiveStore {
             for (name, collection) in collections where try !tx.hasObjects(in: collection) { empty.insert(name) }
         }
         var committed = Committed(versions: Array(repeating: nil, count: staged.count))
-        for (index, item) in staged.enumerated() {
+        for index in staged.indices {
+            let item = try completing?(index) ?? staged[index]
             let write = item.write
             let unseen = !empty.isEmpty && occurrences[write.id] == 1 && empty.contains(ExactName(write.id.collection))
             let existing = unseen ? nil : try tx.object(write.id)

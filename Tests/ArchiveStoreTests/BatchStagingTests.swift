@@ -125,6 +125,33 @@ struct BatchStagingTests {
         #expect(seen == [true, true, true, true])
     }
 
+    /// The commit records each write as soon as it is staged: a write it refuses (its row is
+    /// damaged) ends the batch while files are still being staged, and every one goes.
+    @Test func aLargeBatchRefusedWhileItsFilesAreStillStagedLeavesNothing() async throws {
+        let seen = try await offPool {
+            try withStore { store, path throws in
+                try store.batch { tx in
+                    for index in 0..<2_000 { try tx.save(Person(name: "old", age: index), forKey: "k\(index)") }
+                }
+                try store.writeManifest { try $0.run("UPDATE objects SET file = '../../outside.json' WHERE key = 'k10'") }
+                var refused = false
+                do {
+                    try store.batch { tx in
+                        for index in 0..<2_000 { try tx.save(Person(name: "new", age: index), forKey: "k\(index)") }
+                    }
+                } catch ArchiveError.damagedRecord {
+                    refused = true
+                }
+                return [
+                    refused, Self.staged(path).isEmpty, filesInStore(path).count == 2_001,
+                    try store.load(Person.self, forKey: "k1999") == Person(name: "old", age: 1999),
+                    try store.objects(in: "Person").allSatisfy { $0.version == 1 }, try store.status().sequence == 2_000,
+                ]
+            }
+        }
+        #expect(seen == [true, true, true, true, true, true])
+    }
+
     // A collection with no directory yet is staged whole (``StagedCollection``).
 
     @Test func aBatchIntoANewCollectionRenamesItsStagedDirectoryIntoPlace() async throws {
