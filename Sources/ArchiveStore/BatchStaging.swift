@@ -17,6 +17,8 @@ import Foundation
 /// Once the body has returned, the commit records each write as soon as it is staged
 /// (``staged(_:)``): the caller's thread records while this one stages, and stages itself
 /// whenever the next write to record is not ready, so that both cores work until the end.
+/// A sync's page of conditional writes is staged and recorded the same way
+/// (``ArchiveStore/applyChecked(_:then:)``), its collections never whole.
 final class BatchStager: @unchecked Sendable {
     /// A batch starts staging in the background once it holds this many writes: below it, a
     /// thread costs more than it saves.
@@ -26,6 +28,9 @@ final class BatchStager: @unchecked Sendable {
 
     private let store: ArchiveStore
     private let staging: Descriptor
+    /// Whether a new collection may be staged whole: not for conditional writes (a sync's
+    /// page), whose commit checks each object's own file on disk.
+    private let wholeCollections: Bool
     private let racyBefore = Manifest.now() - Manifest.racyWindow
 
     // Guarded by `condition`.
@@ -51,20 +56,21 @@ final class BatchStager: @unchecked Sendable {
 
     /// Starts staging `writes` and whatever ``add(_:)`` brings next; nil when the store takes
     /// no writes now (``ArchiveStore/apply(_:stagedBy:)`` then says why) or has one core only.
-    static func start(for store: ArchiveStore, with writes: [PendingWrite]) -> BatchStager? {
+    static func start(for store: ArchiveStore, with writes: [PendingWrite], wholeCollections: Bool = true) -> BatchStager? {
         guard parallelLanes(threshold, threshold: threshold) > 1,
             (try? store.refuseIfReadOnly()) != nil, (try? store.requireRecovered()) != nil,
             let staging = try? store.stagingDirectory()
         else { return nil }
-        let stager = BatchStager(store: store, staging: staging)
+        let stager = BatchStager(store: store, staging: staging, wholeCollections: wholeCollections)
         for write in writes { stager.add(write) }
         Thread { stager.drain() }.start()
         return stager
     }
 
-    private init(store: ArchiveStore, staging: Descriptor) {
+    private init(store: ArchiveStore, staging: Descriptor, wholeCollections: Bool) {
         self.store = store
         self.staging = staging
+        self.wholeCollections = wholeCollections
     }
 
     /// Queues one more write of the batch, in order.
@@ -82,7 +88,7 @@ final class BatchStager: @unchecked Sendable {
     /// directory in the store and this is a save and the first write of its object in the
     /// batch; else (nil) under a temp name. Called in the batch's order, under `condition`.
     private func stagedWhole(_ write: PendingWrite) -> StagedCollection? {
-        guard seen.insert(write.id).inserted, write.content != nil else { return nil }
+        guard wholeCollections, seen.insert(write.id).inserted, write.content != nil else { return nil }
         let name = ExactName(write.id.collection)
         if collections[name] == nil {
             // Looked at once, at the batch's first save into the collection. A directory another

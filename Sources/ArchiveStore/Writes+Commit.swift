@@ -118,8 +118,14 @@ extension ArchiveStore {
     /// throws, nothing is written.
     ///
     /// - Returns: each object's version afterwards, or nil for a skipped write.
+    ///
+    /// Many writes at once (a sync's page) are staged on a second thread while they are
+    /// recorded, as a large batch's are.
     func applyChecked(_ requested: [PendingWrite], then: ((ManifestTransaction, [Bool]) throws -> Void)? = nil) throws -> [Int?] {
-        try withStaged(requested) { staged in try commitStaged(staged, then: then) }
+        if requested.count >= BatchStager.threshold, let stager = BatchStager.start(for: self, with: requested, wholeCollections: false) {
+            return try withStaged([], stager: stager) { staged in try commitStaged(staged, stager: stager, then: then) }
+        }
+        return try withStaged(requested) { staged in try commitStaged(staged, then: then) }
     }
 
     /// Stages `requested` and gives them to `commit`, after the checks every write makes. A

@@ -152,6 +152,52 @@ struct BatchStagingTests {
         #expect(seen == [true, true, true, true, true, true])
     }
 
+    /// A sync's page of 256 writes or more is staged by a stager too, but never as a whole
+    /// collection: each conditional write is checked against its own file on disk, so one
+    /// whose file another program wrote meanwhile is skipped, and the rest go ahead.
+    @Test func aLargeSyncPageIsStagedFileByFileAndChecksEachFile() async throws {
+        let seen = try await offPool {
+            try withStore { store, path throws in
+                let id = { (index: Int) in try ObjectID(collection: "Person", key: "k\(index)") }
+                let writes = try (0..<300).map { index in
+                    ConditionalWrite(id: try id(index), content: try ArchiveCodec.json.encode(Person(name: "p", age: index)), expected: nil)
+                }
+                // Written on disk by another program, and not yet scanned: the page must not overwrite it.
+                try FileManager.default.createDirectory(atPath: path + "/Person", withIntermediateDirectories: false)
+                try writeFile(path + "/Person/k7.json", Data("{}".utf8))
+                let versions = try store.applyConditional(writes)
+                return [
+                    versions.enumerated().allSatisfy { $0.offset == 7 ? $0.element == nil : $0.element == 1 },
+                    try Data(contentsOf: URL(fileURLWithPath: path + "/Person/k7.json")) == Data("{}".utf8),
+                    try store.load(Person.self, forKey: "k299") == Person(name: "p", age: 299), Self.staged(path).isEmpty,
+                    filesInStore(path).count == 301,
+                ]
+            }
+        }
+        #expect(seen == [true, true, true, true, true])
+    }
+
+    /// Nor into a collection with no directory yet: a page's write expecting no object there
+    /// checks that no file is there either.
+    @Test func aLargeSyncPageIntoANewCollectionGoesAhead() async throws {
+        let seen = try await offPool {
+            try withStore { store, path throws in
+                let writes = try (0..<300).map { index in
+                    ConditionalWrite(
+                        id: try ObjectID(collection: "Person", key: "k\(index)"),
+                        content: try ArchiveCodec.json.encode(Person(name: "p", age: index)),
+                        expected: nil)
+                }
+                let versions = try store.applyConditional(writes)
+                return [
+                    versions.allSatisfy { $0 == 1 }, try store.keys(of: Person.self).count == 300, Self.staged(path).isEmpty,
+                    try store.verify().isClean,
+                ]
+            }
+        }
+        #expect(seen == [true, true, true, true])
+    }
+
     // A collection with no directory yet is staged whole (``StagedCollection``).
 
     @Test func aBatchIntoANewCollectionRenamesItsStagedDirectoryIntoPlace() async throws {
