@@ -171,9 +171,9 @@ package final class SQLiteConnection {
     /// lost to a power cut (docs/power-cut.md).
     ///
     /// SQLite's own checkpoint runs in the commit that takes the WAL past
-    /// ``walCheckpointPages``, not past its default of 1,000: a batch of 10,000 small objects
-    /// writes about 2,400 pages of 2 KiB, which its commit then copied into the database file
-    /// and flushed on its caller's time. A store checkpoints in the background instead, after
+    /// ``walCheckpointPages``, not past its default of 1,000: a batch of 10,000 objects writes
+    /// about 2,600 pages, which its commit then copied into the database file and flushed on
+    /// its caller's time. A store checkpoints in the background instead, after
     /// its `syncfs` (``ArchiveStore/settleCommittedWrites()``); the bound caps the WAL of a
     /// process that never settles (one that only scans).
     ///
@@ -212,8 +212,7 @@ package final class SQLiteConnection {
         _ = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
     }
 
-    /// How many pages the WAL holds before a commit checkpoints it (``openWAL(path:)``): 16 MiB
-    /// of a manifest's 2 KiB pages (`Manifest.pageSize`), 32 MiB in one made before with 4 KiB.
+    /// How many pages the WAL holds before a commit checkpoints it (``openWAL(path:)``): 32 MiB.
     package static let walCheckpointPages = 8192
 
     deinit {

@@ -76,7 +76,7 @@ extension Manifest {
         defer { for suffix in ["", "-journal", "-wal", "-shm"] { FileSystem.removeFileIfPresent(atPath: temp + suffix) } }
         do {
             let db = try SQLiteConnection(path: temp, mode: .create)
-            try db.execute("PRAGMA page_size=\(pageSize); PRAGMA journal_mode=WAL; BEGIN IMMEDIATE;")
+            try db.execute("PRAGMA journal_mode=WAL; BEGIN IMMEDIATE;")
             try migrate(db)
             try db.setMeta("format", String(formatVersion))
             try db.setMeta("replica", replica.rawValue)
@@ -89,13 +89,6 @@ extension Manifest {
         _ = try FileSystem.renameIfAbsent(tempName, to: name, in: handle, path: path)
         try FileSystem.sync(handle, path: directory)
     }
-
-    /// The page size of a new manifest, in bytes (SQLite's default is 4,096). A save's commit
-    /// writes one WAL frame of a page for each page it touches (six or seven), and its flush
-    /// waits for them all: smaller pages make that flush shorter. Below 2,048, an `objects`
-    /// row longer than about 230 bytes (its version vector grows with each replica) would
-    /// spill into an overflow page. A manifest keeps the size it was made with.
-    static let pageSize = 2_048
 
     /// Between a file's name and its creator's pid, start time and a random number (two threads
     /// of one process may create at once), in the name of the file being made.
