@@ -117,10 +117,10 @@ extension ArchiveStore {
     /// replaced, with whether each write goes ahead (or is already stored as asked); if it
     /// throws, nothing is written.
     ///
-    /// - Returns: each object's version afterwards, or nil for a skipped write.
-    ///
     /// Many writes at once (a sync's page) are staged on a second thread while they are
     /// recorded, as a large batch's are.
+    ///
+    /// - Returns: each object's version afterwards, or nil for a skipped write.
     func applyChecked(_ requested: [PendingWrite], then: ((ManifestTransaction, [Bool]) throws -> Void)? = nil) throws -> [Int?] {
         if requested.count >= BatchStager.threshold, let stager = BatchStager.start(for: self, with: requested, wholeCollections: false) {
             return try withStaged([], stager: stager) { staged in try commitStaged(staged, stager: stager, then: then) }
