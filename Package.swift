@@ -16,6 +16,8 @@ let package = Package(
         // The tests' harness (the throw-away Ceph gateway, the counting proxy) for the benchmarks'
         // package, so that the gateway's bring-up is defined once; no part of the product uses it.
         .library(name: "TestSupport", targets: ["TestSupport"]),
+        // SQLite itself, for the benchmarks' floor of a save whose one flush is a SQLite commit.
+        .library(name: "CSQLite", targets: ["CSQLite"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

@@ -34,7 +34,7 @@ let package = Package(
         // What the benchmarks of the store, the watcher, the cache and sync share: the models,
         // timing, formatting, scratch directories and child processes.
         .target(name: "BenchSupport", dependencies: [project("ArchiveStore"), project("ArchiveProcess")], path: "BenchSupport"),
-        benchmark("archive-bench", path: "ArchiveBench", ["ArchiveStore"]),
+        benchmark("archive-bench", path: "ArchiveBench", ["ArchiveStore", "CSQLite"]),
         benchmark("watch-bench", path: "WatchBench", ["ArchiveStore", "ArchiveWatch", "ArchiveProcess"]),
         // The Swift runtime linked dynamically (the Makefile builds it apart): statically linked,
         // Foundation's NSKeyedArchiver cannot bridge Swift values (an array traps, a plist comes

@@ -1,4 +1,5 @@
 import BenchSupport
+import CSQLite
 import Foundation
 import Synchronization
 
@@ -7,7 +8,7 @@ import Synchronization
 #endif
 
 // The C floors of workloads 1, 2 and 6: the file-system calls of a durability order, with no
-// encoding and no manifest.
+// encoding and no manifest; and workload 1's SQLite floor, the least manifest a save can have.
 
 /// One file that grows by whole pages per write, each flushed with `fdatasync`: what one
 /// commit of SQLite's WAL at `synchronous=FULL` costs at least.
@@ -129,5 +130,69 @@ final class GroupCommitLog: Sendable {
             next?.signal.signal()
         }
         try ticket.outcome!.get()
+    }
+}
+
+/// The least a save whose one flush is a SQLite commit can do: the store's design (a durable
+/// manifest commit carries the save) with nothing of the store's own. One transaction per save
+/// in SQLite's WAL at `synchronous=FULL`, 4 KiB pages, prepared statements: a `history` row
+/// holding the version's bytes and the object's row with its new version. No version vector,
+/// hash, stamp, sequence or intent. The caller checkpoints between rounds, untimed, so the WAL
+/// is overwritten in place as the store's is after its settle.
+final class SQLiteCommitFloor {
+    private var db: OpaquePointer?
+    private var statements: [OpaquePointer?] = []
+    let path: String
+
+    init(_ path: String) throws {
+        self.path = path
+        guard sqlite3_open(path, &db) == SQLITE_OK else { throw BenchError("open \(path): \(String(cString: sqlite3_errmsg(db)))") }
+        try run(
+            """
+            PRAGMA page_size=4096; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA wal_autocheckpoint=0;
+            CREATE TABLE objects(collection TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL,
+                PRIMARY KEY(collection, key)) WITHOUT ROWID;
+            CREATE TABLE history(collection TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, content BLOB NOT NULL,
+                PRIMARY KEY(collection, key, version)) WITHOUT ROWID;
+            """)
+        for sql in [
+            "BEGIN IMMEDIATE", "INSERT INTO history VALUES('Person', ?1, ?2, ?3)",
+            "INSERT INTO objects VALUES('Person', ?1, ?2) ON CONFLICT DO UPDATE SET version = excluded.version", "COMMIT",
+        ] {
+            var statement: OpaquePointer?
+            guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK else { throw error(sql) }
+            statements.append(statement)
+        }
+    }
+
+    func close() {
+        for statement in statements { sqlite3_finalize(statement) }
+        sqlite3_close(db)
+    }
+
+    /// Records version 1 of `key` with `bytes`, and returns once the commit is flushed.
+    func commit(_ bytes: [UInt8], forKey key: String) throws {
+        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+        for (index, statement) in statements.enumerated() {
+            if index == 1 || index == 2 {
+                sqlite3_bind_text(statement, 1, key, -1, transient)
+                sqlite3_bind_int64(statement, 2, 1)
+            }
+            if index == 1 { _ = bytes.withUnsafeBytes { sqlite3_bind_blob(statement, 3, $0.baseAddress, Int32($0.count), transient) } }
+            let status = sqlite3_step(statement)
+            sqlite3_reset(statement)
+            guard status == SQLITE_DONE else { throw error("step \(index)") }
+        }
+    }
+
+    /// Copies the WAL into the database; the next commit then writes the WAL from its start.
+    func checkpoint() throws { try run("PRAGMA wal_checkpoint(PASSIVE)") }
+
+    private func run(_ sql: String) throws {
+        guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw error(sql) }
+    }
+
+    private func error(_ what: String) -> BenchError {
+        BenchError("\(path): \(what): \(String(cString: sqlite3_errmsg(db)))")
     }
 }

@@ -13,9 +13,11 @@ import Foundation
 /// in a staging directory and renamed into its collection's, as the store does, and one commit
 /// of SQLite's WAL); and that append+fdatasync alone. A sixth is the store's order with each
 /// object encoded in it by `JSONEncoder`, as the store's codec and the baseline encode: the
-/// floor of a save of a model, not of bytes.
+/// floor of a save of a model, not of bytes. A seventh is that with a SQLite commit in place of
+/// the appended page (``SQLiteCommitFloor``): the floor of the design itself, a save made
+/// durable by one manifest commit.
 ///
-/// The six alternate in 10 rounds of count/10 objects each, in a rotating order, so that a
+/// The seven alternate in 10 rounds of count/10 objects each, in a rotating order, so that a
 /// slow spell of the shared machine's disk hits all of them alike. Each one's CPU time per
 /// save is printed beside its wall time: the store's gap to its floor is CPU, its commit's.
 func singleSaves(_ options: BenchOptions) throws -> [String] {
@@ -29,10 +31,12 @@ func singleSaves(_ options: BenchOptions) throws -> [String] {
     // flush on this machine, so the floor makes it where the store does.
     let unflushed = try RawDirectory(try scratch.sub("raw-unflushed/Person"), staging: try scratch.sub("raw-unflushed/.archive-sync/staging"))
     let log = try AppendedLog(try scratch.sub("raw-log") + "/log")
+    let manifest = try SQLiteCommitFloor(try scratch.sub("raw-unflushed/.archive-sync") + "/manifest.db")
     defer {
         oneSync.close()
         unflushed.close()
         log.close()
+        manifest.close()
     }
     let people = (0..<options.count).map(Person.sample)
     let bytes = Array(try JSONEncoder().encode(people[0]))
@@ -56,6 +60,14 @@ func singleSaves(_ options: BenchOptions) throws -> [String] {
                 try log.append(encoded)
             }
         },
+        { range in
+            for n in range {
+                let encoded = Array(try encoder.encode(people[n]))
+                try unflushed.stage(encoded, as: "committed\(n).json")
+                try manifest.commit(encoded, forKey: "committed\(n)")
+                try unflushed.place("committed\(n).json")
+            }
+        },
     ]
     let rounds = 10
     let perRound = options.count / rounds
@@ -69,6 +81,7 @@ func singleSaves(_ options: BenchOptions) throws -> [String] {
             totals[which] += try seconds { try contenders[which](range) }
             cpu[which] += processCPUSeconds() - cpuBefore
         }
+        try manifest.checkpoint()
     }
     let total = perRound * rounds
     let rate = totals.map { Double(total) / $0 }
@@ -81,8 +94,12 @@ func singleSaves(_ options: BenchOptions) throws -> [String] {
         "   the store reaches \(ratio(rate[0] / rate[3])) of its 1-flush floor; the baseline \(ratio(rate[1] / rate[2])) of its 1-fsync floor",
         "   the store's order in C with each object encoded by JSONEncoder (a save of a model): \(perSecond(total, totals[5])),"
             + " \(ratio(rate[5] / rate[1])) of the baseline; the store reaches \(ratio(rate[0] / rate[5])) of it (within 10%: \(verdict(rate[0] >= rate[5] * 0.9)))",
+        "   the same with a SQLite commit as its one flush (a history row with the bytes, the object's row: the design's floor):"
+            + " \(perSecond(total, totals[6])), \(ratio(rate[6] / rate[1])) of the baseline; the store reaches \(ratio(rate[0] / rate[6])) of it"
+            + " (within 10%: \(verdict(rate[0] >= rate[6] * 0.9)))",
         "   CPU per save (this process, every thread, user + system): store \(microseconds(cpu[0], total)), baseline \(microseconds(cpu[1], total)),"
-            + " Foundation's order in C \(microseconds(cpu[2], total)), the store's order in C \(microseconds(cpu[3], total)), encoding too \(microseconds(cpu[5], total));"
+            + " Foundation's order in C \(microseconds(cpu[2], total)), the store's order in C \(microseconds(cpu[3], total)), encoding too \(microseconds(cpu[5], total)),"
+            + " with a SQLite commit \(microseconds(cpu[6], total));"
             + " wall time per save: store \(microseconds(totals[0], total)), the store's order in C \(microseconds(totals[3], total))",
     ]
 }
