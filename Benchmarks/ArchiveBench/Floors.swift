@@ -10,8 +10,9 @@ import Synchronization
 // The C floors of workloads 1, 2 and 6: the file-system calls of a durability order, with no
 // encoding and no manifest; and workload 1's SQLite floor, the least manifest a save can have.
 
-/// One file that grows by whole pages per write, each flushed with `fdatasync`: what one
-/// commit of SQLite's WAL at `synchronous=FULL` costs at least.
+/// One file that grows by whole pages per write, each flushed with `fdatasync`: a durable
+/// commit of one page. Growing, each flush also writes the file's inode, which a WAL
+/// overwritten in place does not (``SQLiteCommitFloor`` is that one).
 struct AppendedLog {
     let fd: Int32
     let path: String
@@ -141,7 +142,10 @@ final class GroupCommitLog: Sendable {
 /// is overwritten in place as the store's is after its settle.
 final class SQLiteCommitFloor {
     private var db: OpaquePointer?
-    private var statements: [OpaquePointer?] = []
+    private var begin: OpaquePointer?
+    private var insertHistory: OpaquePointer?
+    private var upsertObject: OpaquePointer?
+    private var end: OpaquePointer?
     let path: String
 
     init(_ path: String) throws {
@@ -155,34 +159,34 @@ final class SQLiteCommitFloor {
             CREATE TABLE history(collection TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, content BLOB NOT NULL,
                 PRIMARY KEY(collection, key, version)) WITHOUT ROWID;
             """)
-        for sql in [
-            "BEGIN IMMEDIATE", "INSERT INTO history VALUES('Person', ?1, ?2, ?3)",
-            "INSERT INTO objects VALUES('Person', ?1, ?2) ON CONFLICT DO UPDATE SET version = excluded.version", "COMMIT",
-        ] {
-            var statement: OpaquePointer?
-            guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK else { throw error(sql) }
-            statements.append(statement)
-        }
+        begin = try prepare("BEGIN IMMEDIATE")
+        insertHistory = try prepare("INSERT INTO history VALUES('Person', ?1, 1, ?2)")
+        upsertObject = try prepare("INSERT INTO objects VALUES('Person', ?1, 1) ON CONFLICT DO UPDATE SET version = excluded.version")
+        end = try prepare("COMMIT")
     }
 
     func close() {
-        for statement in statements { sqlite3_finalize(statement) }
+        for statement in [begin, insertHistory, upsertObject, end] { sqlite3_finalize(statement) }
         sqlite3_close(db)
     }
 
     /// Records version 1 of `key` with `bytes`, and returns once the commit is flushed.
     func commit(_ bytes: [UInt8], forKey key: String) throws {
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-        for (index, statement) in statements.enumerated() {
-            if index == 1 || index == 2 {
-                sqlite3_bind_text(statement, 1, key, -1, transient)
-                sqlite3_bind_int64(statement, 2, 1)
-            }
-            if index == 1 { _ = bytes.withUnsafeBytes { sqlite3_bind_blob(statement, 3, $0.baseAddress, Int32($0.count), transient) } }
+        sqlite3_bind_text(insertHistory, 1, key, -1, transient)
+        _ = bytes.withUnsafeBytes { sqlite3_bind_blob(insertHistory, 2, $0.baseAddress, Int32($0.count), transient) }
+        sqlite3_bind_text(upsertObject, 1, key, -1, transient)
+        for statement in [begin, insertHistory, upsertObject, end] {
             let status = sqlite3_step(statement)
             sqlite3_reset(statement)
-            guard status == SQLITE_DONE else { throw error("step \(index)") }
+            guard status == SQLITE_DONE else { throw error(String(cString: sqlite3_sql(statement))) }
         }
+    }
+
+    private func prepare(_ sql: String) throws -> OpaquePointer? {
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK else { throw error(sql) }
+        return statement
     }
 
     /// Copies the WAL into the database; the next commit then writes the WAL from its start.
