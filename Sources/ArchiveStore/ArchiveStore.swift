@@ -353,10 +353,13 @@ public final class ArchiveStore: Sendable {
     /// (another program deleted it: the next scan records that).
     private func committedContents(of id: ObjectID, file: String) throws -> Data? {
         try manifest.read { tx in
+            guard let record = try tx.object(id) else { return nil }
             let pending = try tx.intents().contains { intent in
-                intent.isCommitted && intent.entries?.contains { $0.collection == id.collection && $0.key == id.key && $0.file == file } == true
+                if let after = intent.after { return record.sequence > after && record.file == file }
+                return intent.isCommitted
+                    && intent.entries?.contains { $0.collection == id.collection && $0.key == id.key && $0.file == file } == true
             }
-            guard pending, let record = try tx.object(id), !record.isDeleted, let hash = record.hash,
+            guard pending, !record.isDeleted, let hash = record.hash,
                 let data = try tx.content(of: id, version: record.version), ContentHash(of: data) == hash
             else { return nil }
             return data

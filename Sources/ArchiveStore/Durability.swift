@@ -5,16 +5,25 @@ import Foundation
     import Glibc
 #endif
 
-// A save is durable when its one manifest commit is: that commit holds the version's bytes
-// and a *committed intent* naming each object whose file it changes. The files are staged
-// before it and put in place after it (Writes+Commit.swift) with no flush of their own: one
-// `syncfs` makes them durable later (a second after the first unflushed write, or when the
-// store is released), and only then does the intent go. An open after a power cut puts back
-// each listed file that the cut left missing, empty, torn or older, from the manifest's bytes.
+// A save is durable when its one manifest commit is: that commit holds the version's bytes.
+// The files are staged before it and put in place after it (Writes+Commit.swift) with no flush
+// of their own: one `syncfs` makes them durable later (a second after the first unflushed
+// write, or when the store is released). Until then an intent says which files a power cut
+// may have left behind: one *settle period* per process (``WriteIntent/after``), written by
+// its first commit after a settle and naming every object changed since, so that no other
+// commit writes a row for it; a commit that changes an object's codec adds one of its own.
+// An open after a power cut puts back each such file that the cut left missing, empty, torn
+// or older, from the manifest's bytes.
 
-/// This process's committed intents that no `syncfs` has made durable yet.
+/// This process's intents that no `syncfs` has made durable yet.
 struct DurabilityState: Sendable {
+    /// Intents whose files the next `syncfs` makes durable: commits' own, and ended periods.
     var committed: [Int64] = []
+    /// The settle period this process's commits are in, if one began since the last settle.
+    var period: Int64?
+    /// Periods that must outlive this process: a commit in them could not put its files in
+    /// place, and putting them back failed too (the next open does it).
+    var kept: Set<Int64> = []
     /// Whether a settle is scheduled.
     var scheduled = false
 }
@@ -62,11 +71,11 @@ extension ArchiveStore {
         }
     }
 
-    /// After a write's commit: remembers its intent, and schedules one settle for every
-    /// intent remembered within the next second.
-    func noteCommitted(_ intent: Int64) {
+    /// After a write's commit: remembers its own intent, if it has one, and schedules one
+    /// settle for every commit within the next second.
+    func noteCommitted(_ intent: Int64?) {
         let schedule = durability.withLock { state -> Bool in
-            state.committed.append(intent)
+            if let intent { state.committed.append(intent) }
             defer { state.scheduled = true }
             return !state.scheduled
         }
@@ -78,23 +87,41 @@ extension ArchiveStore {
         }
     }
 
+    /// A period kept for a commit whose files are now put back: the next settle drops it.
+    func releasePeriod(_ period: Int64) {
+        durability.withLock { state in
+            guard state.kept.remove(period) != nil, state.period != period else { return }
+            state.committed.append(period)
+        }
+        noteCommitted(nil)
+    }
+
     /// Makes this process's committed renames and unlinks durable with one `syncfs`, then
     /// drops their intents, in a commit that needs no flush: an intent a power cut brings back
     /// is checked by the next open, which finds its files as the manifest says.
     func settleCommittedWrites() throws {
-        let ids = durability.withLock { state -> [Int64] in
-            defer {
-                state.committed = []
-                state.scheduled = false
+        let pending = durability.withLock { !$0.committed.isEmpty || $0.period != nil }
+        guard pending else {
+            durability.withLock { $0.scheduled = false }
+            return
+        }
+        // The period ends under the writer lock, so every commit in it has put its files in
+        // place, and every commit after it begins another.
+        let ids = try manifest.write(flushed: false) { _ in
+            durability.withLock { state -> [Int64] in
+                if let period = state.period, !state.kept.contains(period) { state.committed.append(period) }
+                state.period = nil
+                defer {
+                    state.committed = []
+                    state.scheduled = false
+                }
+                return state.committed
             }
-            return state.committed
         }
         guard !ids.isEmpty else { return }
         do {
             try FileSystem.syncFileSystem(root, path: path)
-            try manifest.write(flushed: false) { tx in
-                for id in ids { try tx.removeIntent(id) }
-            }
+            try manifest.write(flushed: false) { tx in try tx.removeSettled(ids) }
         } catch {
             durability.withLock { $0.committed += ids }
             throw ArchiveError.wrap(error)
@@ -102,6 +129,20 @@ extension ArchiveStore {
         // The checkpoint that writes' commits no longer make (SQLiteConnection.openWAL). One
         // that fails loses nothing: the pages stay in the WAL for the next.
         try? manifest.checkpoint()
+        // A killed process's period keeps every writer's history from being pruned
+        // (``ManifestTransaction/unsettledAfter()``) until an open, or this, finishes it.
+        if try manifest.read({ try $0.intents() }).contains(where: { $0.after != nil && !$0.owner.isRunning }) {
+            try recoverInterruptedWrites()
+        }
+    }
+
+    /// Finishes a settle period whose owner did not settle it (``WriteIntent/after``): every
+    /// object changed after it is checked as ``restoreCommitted(_:intent:)`` checks a
+    /// committed intent's, then the period goes.
+    func restoreSettlePeriod(_ intent: Int64, after: Int) throws {
+        let changed = try manifest.read { try $0.changes(after: after) }
+        let entries = changed.map { WriteIntent.Entry(collection: $0.change.id.collection, key: $0.change.id.key, file: "", committed: true) }
+        try restoreCommitted(entries, intent: intent)
     }
 
     /// Finishes a committed intent whose owner did not settle it (it died, or a power cut came
@@ -109,8 +150,9 @@ extension ArchiveStore {
     /// left missing, empty, torn (each 512-byte sector the recorded bytes or zeros) or holding
     /// an earlier version is put back from the manifest's bytes, and one an unlink kept is
     /// removed; a file holding anything else is another program's edit, recorded as a scan
-    /// would. Then one `syncfs`, and the intent goes.
-    func restoreCommitted(_ intent: Int64, _ entries: [WriteIntent.Entry]) throws {
+    /// would. Then one `syncfs`, and the intent goes (nil: a commit's own entries, whose
+    /// settle period stays).
+    func restoreCommitted(_ entries: [WriteIntent.Entry], intent: Int64?) throws {
         try manifest.write(flushed: false) { tx in
             for entry in entries {
                 let id = ObjectID(unchecked: entry.collection, key: entry.key)
@@ -123,7 +165,7 @@ extension ArchiveStore {
                     directory = try FileSystem.openDirectory(name, in: root, path: path.appendingComponent(name))
                 }
                 guard let directory else { continue }
-                var earlier = Set(try tx.history(id).filter { $0.version < row.version }.compactMap(\.hash))
+                var earlier = Set(try tx.history(id, unsettled: true).filter { $0.version < row.version }.compactMap(\.hash))
                 if let previous = entry.previous { earlier.insert(previous) }
                 if let replaced = entry.replaced, ExactName(replaced) != ExactName(row.file) {
                     let where_ = directory.path.appendingComponent(replaced)
@@ -158,7 +200,7 @@ extension ArchiveStore {
             // Even where nothing was put back: a dead owner's renames may still be only in
             // the page cache (it was killed, and no power cut came).
             try FileSystem.syncFileSystem(root, path: path)
-            try tx.removeIntent(intent)
+            if let intent { try tx.removeSettled([intent]) }
         }
     }
 

@@ -188,7 +188,10 @@ extension ArchiveStore {
         var placements: [Placement] = []
         /// What each conditional write expects on disk, checked again just before its placements.
         var expectations: [Int: DiskExpectation] = [:]
+        /// The commit's own committed intent, when it has one (a change of codec).
         var intent: Int64?
+        /// The settle period it committed in, and whether this commit began it.
+        var period: (id: Int64, isNew: Bool)?
         var entries: [WriteIntent.Entry] = []
     }
 
@@ -244,19 +247,29 @@ extension ArchiveStore {
                 },
                 afterCommit: { outcome in
                     committed = outcome
+                    if let period = outcome.period, period.isNew { durability.withLock { $0.period = period.id } }
                     let independent = staged.count == 1 || Set(staged.lazy.map(\.write.id)).count == staged.count
                     var redirected: [ObjectIdentifier: Descriptor] = [:]
-                    for whole in wholes {
-                        if let into = try putInPlace(whole, staging: staging, with: staged) { redirected[ObjectIdentifier(whole.directory)] = into }
-                    }
-                    let done = try place(
-                        outcome, staging: staging, inParallelFrom: independent ? threshold : .max, redirecting: redirected)
-                    for (index, placement) in outcome.placements.enumerated() {
-                        if !done[index] { changedOnDisk.insert(placement.write) }
-                        if done[index], case let .rename(temp, _, _, _) = placement { placed.insert(temp) }
+                    do {
+                        for whole in wholes {
+                            if let into = try putInPlace(whole, staging: staging, with: staged) {
+                                redirected[ObjectIdentifier(whole.directory)] = into
+                            }
+                        }
+                        let done = try place(
+                            outcome, staging: staging, inParallelFrom: independent ? threshold : .max, redirecting: redirected)
+                        for (index, placement) in outcome.placements.enumerated() {
+                            if !done[index] { changedOnDisk.insert(placement.write) }
+                            if done[index], case let .rename(temp, _, _, _) = placement { placed.insert(temp) }
+                        }
+                    } catch {
+                        // Still under the writer lock, so before any settle could end the period:
+                        // it must outlive this process unless the files are put back below.
+                        if outcome.intent == nil, let period = outcome.period { durability.withLock { _ = $0.kept.insert(period.id) } }
+                        throw error
                     }
                 })
-            if let intent = outcome.intent { noteCommitted(intent) }
+            if !outcome.entries.isEmpty || outcome.period?.isNew == true { noteCommitted(outcome.intent) }
             if !changedOnDisk.isEmpty {
                 try recordChangedOnDisk(changedOnDisk.sorted().map { staged[$0].write }, directories: directories)
                 for index in changedOnDisk { outcome.versions[index] = nil }
@@ -265,7 +278,13 @@ extension ArchiveStore {
         } catch {
             // Committed, but a file could not be put in place: put it back from the manifest
             // now, or leave it to the next open.
-            if let committed, let intent = committed.intent { try? restoreCommitted(intent, committed.entries) }
+            if let committed, !committed.entries.isEmpty {
+                if let intent = committed.intent {
+                    try? restoreCommitted(committed.entries, intent: intent)
+                } else if let period = committed.period, (try? restoreCommitted(committed.entries, intent: nil)) != nil {
+                    releasePeriod(period.id)
+                }
+            }
             throw error
         }
     }
@@ -360,6 +379,12 @@ extension ArchiveStore {
             for (name, collection) in collections where try !tx.hasObjects(in: collection) { empty.insert(name) }
         }
         var committed = Committed(versions: Array(repeating: nil, count: staged.count))
+        // Before anything is recorded, so that no version a cut may bring back is pruned.
+        if let period = durability.withLock({ $0.period }) {
+            committed.period = (period, false)
+        } else {
+            committed.period = (try tx.addSettlePeriod(), true)
+        }
         for index in staged.indices {
             let item = try completing?(index) ?? staged[index]
             let write = item.write
@@ -403,7 +428,9 @@ extension ArchiveStore {
                     collection: write.id.collection, key: write.id.key, file: file, hash: nil, schemaVersion: write.schemaVersion,
                     committed: true, previous: existing?.isDeleted == false ? existing?.hash : nil, replaced: replaced))
         }
-        if !committed.entries.isEmpty { committed.intent = try tx.addIntent(committed.entries) }
+        // The period names every other commit's files. A change of codec also leaves the old
+        // name, which a cut may keep: its commit names it in an intent of its own.
+        if committed.entries.contains(where: { $0.replaced != nil }) { committed.intent = try tx.addIntent(committed.entries) }
         return committed
     }
 }

@@ -111,8 +111,11 @@ extension ArchiveStore {
             waiting = (interrupted.count, interrupted.reduce(0) { $0 + ($1.entries?.count ?? 0) })
             var unreadable: [Int64] = []
             for intent in interrupted {
-                if let entries = intent.entries, intent.isCommitted {
-                    try restoreCommitted(intent.id, entries)
+                if let after = intent.after {
+                    try restoreSettlePeriod(intent.id, after: after)
+                    waiting.writes -= 1
+                } else if let entries = intent.entries, intent.isCommitted {
+                    try restoreCommitted(entries, intent: intent.id)
                     waiting = (waiting.writes - 1, waiting.objects - entries.count)
                 } else if let entries = intent.entries {
                     try reconcile(intent.id, entries)

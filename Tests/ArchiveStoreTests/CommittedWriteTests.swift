@@ -18,7 +18,10 @@ import Testing
     /// What a power cut leaves of `store`'s unsettled writes: their intents, owned by a process
     /// that no longer runs, and no settle when the store is released.
     private func cutPower(_ store: ArchiveStore) throws {
-        store.durability.withLock { $0.committed = [] }
+        store.durability.withLock {
+            $0.committed = []
+            $0.period = nil
+        }
         try store.manifest.write { tx in try tx.db.run("UPDATE intents SET start = -1") }
     }
 
@@ -42,8 +45,9 @@ import Testing
                 try store.save(long, forKey: "torn")
                 try store.remove(Person.self, forKey: "deleted")
                 try store.save(Person(name: "edited", age: 2), forKey: "edited")
-                #expect(try store.manifest.read { try $0.intents() }.count == 6)
-                #expect(try store.manifest.read { try $0.intents() }.allSatisfy(\.isCommitted))
+                // Six commits, one settle period: none of them wrote an intent of its own.
+                let intents = try store.manifest.read { try $0.intents() }
+                #expect(intents.count == 1 && intents.allSatisfy { $0.after != nil })
                 try cutPower(store)
             }
             // What the cut may leave: a rename lost (the file holds the version before, or is
@@ -114,7 +118,7 @@ import Testing
                 ])
                 #expect(versions == [1, 1, 1, 2])
                 let intents = try store.manifest.read { try $0.intents() }
-                #expect(intents.count == 1 && intents.allSatisfy(\.isCommitted), "one commit, whose intent names the page")
+                #expect(intents.count == 1 && intents.allSatisfy { $0.after != nil }, "one commit in the settle period, with no intent of its own")
                 #expect(!entryExists(path + "/Person/deleted.json"))
                 try cutPower(store)
             }
@@ -133,6 +137,64 @@ import Testing
             #expect(try store.keys(of: Person.self) == ["empty", "missing", "torn"])
             #expect(try store.manifest.read { try $0.intents() }.isEmpty)
             #expect(try store.verify().isClean)
+        }
+    }
+
+    /// Commits in a settle period write no intent of their own, so the versions a cut may
+    /// bring back on disk stay in history until the settle, whatever the history limit: the
+    /// next open knows the oldest such file as the object's, not as another program's edit.
+    @Test func aCutThatBringsBackTheVersionBeforeThePeriodIsPutRightWithAHistoryOfOne() throws {
+        try withTemporaryDirectory { dir throws in
+            let path = dir + "/store"
+            let first = try ArchiveCodec.json.encode(Person(name: "v1", age: 1))
+            do {
+                let store = try ArchiveStore(directory: path, options: .init(historyLimit: 1))
+                holdSettles(store)
+                try store.save(Person(name: "v1", age: 1), forKey: "ada")
+                try store.settleCommittedWrites()
+                for age in 2...4 { try store.save(Person(name: "v\(age)", age: age), forKey: "ada") }
+                #expect(try store.history(of: Person.self, forKey: "ada").map(\.version) == [4])
+                try cutPower(store)
+            }
+            try overwrite(path + "/Person/ada.json", with: first)
+            let store = try ArchiveStore(directory: path)
+            #expect(try store.load(Person.self, forKey: "ada") == Person(name: "v4", age: 4))
+            #expect(try store.history(of: Person.self, forKey: "ada").map(\.version) == [4])
+            #expect(try store.verify().isClean)
+        }
+    }
+
+    /// The versions past the limit that a period kept go at its settle, not at the object's
+    /// next write.
+    @Test func theSettleDropsTheVersionsAPeriodKept() throws {
+        try withStore(.init(historyLimit: 1)) { store, _ throws in
+            holdSettles(store)
+            for age in 1...5 { try store.save(Person(name: "p", age: age), forKey: "ada") }
+            let stored = { try store.manifest.read { tx in try tx.history(ObjectID(collection: "Person", key: "ada"), unsettled: true).count } }
+            #expect(try stored() == 5)
+            try store.settleCommittedWrites()
+            #expect(try stored() == 1)
+            #expect(try store.manifest.read { try $0.intents() }.isEmpty)
+        }
+    }
+
+    /// A process killed with commits in its period (no settle, no rename of its last save)
+    /// leaves the period for the next open, which puts the file in place from the manifest.
+    @Test func aPeriodWhoseOwnerIsGoneIsFinishedByTheNextOpen() throws {
+        try withTemporaryDirectory { dir throws in
+            let path = dir + "/store"
+            do {
+                let store = try ArchiveStore(directory: path)
+                holdSettles(store)
+                try store.save(Person(name: "a", age: 1), forKey: "a")
+                try store.save(Person(name: "b", age: 1), forKey: "b")
+                try cutPower(store)
+            }
+            try FileManager.default.removeItem(atPath: path + "/Person/b.json")
+            let store = try ArchiveStore(directory: path)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path + "/Person/b.json")) == ArchiveCodec.json.encode(Person(name: "b", age: 1)))
+            #expect(try store.manifest.read { try $0.intents() }.isEmpty)
+            #expect(try store.history(of: Person.self, forKey: "b").map(\.version) == [1])
         }
     }
 

@@ -193,7 +193,16 @@ extension ManifestTransaction {
         // A first version has nothing to prune (the limit is at least 1): a new object's save
         // skips reading the limit, a statement of its own.
         if version > 1, case let limit = try historyLimit(), version > limit {
-            try prune(change.id, keepingFrom: version - limit + 1)
+            // While a settle is due, every version that a power cut may still leave on disk
+            // stays: recovery knows such a file by its hash (``ArchiveStore/restoreCommitted``).
+            // The next write after the settle drops them; ``history(_:unsettled:)`` hides them.
+            if let after = try unsettledAfter() {
+                if let existing, existing.sequence <= after {
+                    try prune(change.id, keepingFrom: min(version - limit + 1, existing.version))
+                }
+            } else {
+                try prune(change.id, keepingFrom: version - limit + 1)
+            }
         }
         let recordedChange = StoreChange(id: change.id, kind: kind, version: version, origin: change.origin, sequence: sequence)
         recorded.append(recordedChange)

@@ -26,6 +26,8 @@ final class ManifestTransaction {
         var dataVersion: UInt32
         var sequence: Int
         var historyLimit: Int?
+        /// ``unsettledAfter()``'s answer, when this transaction read or kept it.
+        var unsettledAfter: Int??
     }
 
     init(db: SQLiteConnection, replica: ReplicaID, carrying carried: Carried? = nil) {
@@ -33,14 +35,18 @@ final class ManifestTransaction {
         self.replica = replica
         sequence = carried?.sequence
         cachedHistoryLimit = carried?.historyLimit
+        cachedUnsettledAfter = carried?.unsettledAfter
     }
 
     /// What the next write transaction may use, once this one committed and the database
     /// is at `dataVersion`; nil when this one never learnt the sequence.
     func carried(at dataVersion: UInt32?) -> Carried? {
         guard let dataVersion, let sequence else { return nil }
-        return Carried(dataVersion: dataVersion, sequence: sequence, historyLimit: cachedHistoryLimit)
+        return Carried(dataVersion: dataVersion, sequence: sequence, historyLimit: cachedHistoryLimit, unsettledAfter: cachedUnsettledAfter)
     }
+
+    /// ``unsettledAfter()`` as last read or kept in this transaction; nil when unknown.
+    var cachedUnsettledAfter: Int??
 
     /// How many versions of each object history keeps: read in each transaction (or carried
     /// from the last, when no other connection committed since), because another process may

@@ -74,6 +74,14 @@ extension Manifest {
                     historyTable("history_rowid") + "INSERT INTO history_rowid(\(historyColumns)) SELECT \(historyColumns) FROM history; "
                         + "DROP TABLE history; ALTER TABLE history_rowid RENAME TO history;")
             }),
+        // A settle period's one intent (``WriteIntent/after``): the change sequence it began
+        // after. Rows of every other kind leave it null.
+        ManifestMigration(
+            name: "settle periods",
+            isApplied: { db in try db.hasColumn("after", in: "intents") },
+            apply: { db in
+                if try !db.hasColumn("after", in: "intents") { try db.execute("ALTER TABLE intents ADD COLUMN after INTEGER") }
+            }),
     ]
 
     /// The history table's columns, in the order ``historyTable(_:)`` makes them.

@@ -43,6 +43,14 @@ struct WriteIntent: Sendable {
     /// makes (an invalid id, a file that is not the key's, a temp name that is not one): a
     /// damaged manifest's record, which recovery must not follow by name.
     var entries: [Entry]?
+    /// A *settle period*'s intent: its owner's commits with a change sequence after this one
+    /// put their files in place without a flush and without an intent of their own, until
+    /// the owner's next settle (Durability.swift). Its entries are empty: recovery checks
+    /// every object changed after it.
+    var after: Int? = nil
+
+    /// What a settle period's row holds where other intents hold their entries.
+    static let settlePeriodEntries = "settle period"
 
     /// Whether this is a committed intent (``Entry/committed``): its writes are recorded, and
     /// recovery puts their files back from the manifest rather than reconciling them.
