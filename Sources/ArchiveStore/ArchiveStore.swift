@@ -349,10 +349,10 @@ public final class ArchiveStore: Sendable {
     /// The bytes of a write whose manifest commit has landed but whose file is not in place yet.
     /// A save commits before it renames its file (one flush per save, Writes+Commit.swift), so a
     /// reader in another process or thread can find the manifest naming a file not there yet; its
-    /// committed intent says so, and the manifest holds the bytes. Nil for any other missing file
-    /// (another program deleted it: the next scan records that).
+    /// writer's settle period (or the commit's own intent) says so, and the manifest holds the
+    /// bytes. Nil for any other missing file (another program deleted it: the next scan records that).
     private func committedContents(of id: ObjectID, file: String) throws -> Data? {
-        try manifest.read { tx in
+        try manifest.read { tx -> Data? in
             guard let record = try tx.object(id) else { return nil }
             let pending = try tx.intents().contains { intent in
                 if let after = intent.after { return record.sequence > after && record.file == file }

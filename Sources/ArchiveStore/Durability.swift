@@ -21,9 +21,9 @@ struct DurabilityState: Sendable {
     var committed: [Int64] = []
     /// The settle period this process's commits are in, if one began since the last settle.
     var period: Int64?
-    /// Periods that must outlive this process: a commit in them could not put its files in
-    /// place, and putting them back failed too (the next open does it).
-    var kept: Set<Int64> = []
+    /// Periods that must outlive this process, each with how many of its commits need it: a
+    /// commit in it could not put its files in place, nor put them back (the next open does).
+    var kept: [Int64: Int] = [:]
     /// Whether a settle is scheduled.
     var scheduled = false
 }
@@ -87,11 +87,18 @@ extension ArchiveStore {
         }
     }
 
-    /// A period kept for a commit whose files are now put back: the next settle drops it.
+    /// Keeps `period` for a commit that could not put its files in place.
+    func keepPeriod(_ period: Int64) {
+        durability.withLock { $0.kept[period, default: 0] += 1 }
+    }
+
+    /// A period kept for a commit whose files are now put back: once no other commit needs
+    /// it, the next settle drops it.
     func releasePeriod(_ period: Int64) {
         durability.withLock { state in
-            guard state.kept.remove(period) != nil, state.period != period else { return }
-            state.committed.append(period)
+            guard let count = state.kept[period] else { return }
+            state.kept[period] = count > 1 ? count - 1 : nil
+            if count == 1, state.period != period { state.committed.append(period) }
         }
         noteCommitted(nil)
     }
@@ -105,11 +112,11 @@ extension ArchiveStore {
             durability.withLock { $0.scheduled = false }
             return
         }
-        // The period ends under the writer lock, so every commit in it has put its files in
+        // The period ends excluding every writer, so every commit in it has put its files in
         // place, and every commit after it begins another.
-        let ids = try manifest.write(flushed: false) { _ in
+        let ids = try manifest.excludingWriters {
             durability.withLock { state -> [Int64] in
-                if let period = state.period, !state.kept.contains(period) { state.committed.append(period) }
+                if let period = state.period, state.kept[period] == nil { state.committed.append(period) }
                 state.period = nil
                 defer {
                     state.committed = []
@@ -121,7 +128,7 @@ extension ArchiveStore {
         guard !ids.isEmpty else { return }
         do {
             try FileSystem.syncFileSystem(root, path: path)
-            try manifest.write(flushed: false) { tx in try tx.removeSettled(ids) }
+            try manifest.write(flushed: false) { tx in try tx.removeSettled(ids, owner: .current) }
         } catch {
             durability.withLock { $0.committed += ids }
             throw ArchiveError.wrap(error)
@@ -139,10 +146,10 @@ extension ArchiveStore {
     /// Finishes a settle period whose owner did not settle it (``WriteIntent/after``): every
     /// object changed after it is checked as ``restoreCommitted(_:intent:)`` checks a
     /// committed intent's, then the period goes.
-    func restoreSettlePeriod(_ intent: Int64, after: Int) throws {
-        let changed = try manifest.read { try $0.changes(after: after) }
-        let entries = changed.map { WriteIntent.Entry(collection: $0.change.id.collection, key: $0.change.id.key, file: "", committed: true) }
-        try restoreCommitted(entries, intent: intent)
+    func restoreSettlePeriod(_ intent: WriteIntent, after: Int) throws {
+        let changed = try manifest.read { try $0.writtenObjects(after: after) }
+        let entries = changed.map { WriteIntent.Entry(collection: $0.collection, key: $0.key, file: "", committed: true) }
+        try restoreCommitted(entries, intent: (intent.id, intent.owner))
     }
 
     /// Finishes a committed intent whose owner did not settle it (it died, or a power cut came
@@ -152,7 +159,7 @@ extension ArchiveStore {
     /// removed; a file holding anything else is another program's edit, recorded as a scan
     /// would. Then one `syncfs`, and the intent goes (nil: a commit's own entries, whose
     /// settle period stays).
-    func restoreCommitted(_ entries: [WriteIntent.Entry], intent: Int64?) throws {
+    func restoreCommitted(_ entries: [WriteIntent.Entry], intent: (id: Int64, owner: ProcessIdentity)?) throws {
         try manifest.write(flushed: false) { tx in
             for entry in entries {
                 let id = ObjectID(unchecked: entry.collection, key: entry.key)
@@ -200,7 +207,9 @@ extension ArchiveStore {
             // Even where nothing was put back: a dead owner's renames may still be only in
             // the page cache (it was killed, and no power cut came).
             try FileSystem.syncFileSystem(root, path: path)
-            if let intent { try tx.removeSettled([intent]) }
+            // Only if still its owner's: another process may have finished it, and its id since
+            // gone to a new intent.
+            if let intent { try tx.removeSettled([intent.id], owner: intent.owner) }
         }
     }
 

@@ -219,6 +219,8 @@ extension ArchiveStore {
         for case let whole? in staged.lazy.map(\.whole) where !wholes.contains(where: { $0 === whole }) { wholes.append(whole) }
         var directories = Dictionary(wholes.map { (ExactName($0.collection), $0.directory) }, uniquingKeysWith: { first, _ in first })
         var committed: Committed?
+        // The period this commit keeps, having failed to put its files in place.
+        var kept: Int64?
         var placed: Set<String> = []
         var changedOnDisk: Set<Int> = []
         // `staged` with every staged file named, once the stager has staged them all.
@@ -265,7 +267,10 @@ extension ArchiveStore {
                     } catch {
                         // Still under the writer lock, so before any settle could end the period:
                         // it must outlive this process unless the files are put back below.
-                        if outcome.intent == nil, let period = outcome.period { durability.withLock { _ = $0.kept.insert(period.id) } }
+                        if outcome.intent == nil, let period = outcome.period {
+                            keepPeriod(period.id)
+                            kept = period.id
+                        }
                         throw error
                     }
                 })
@@ -278,12 +283,10 @@ extension ArchiveStore {
         } catch {
             // Committed, but a file could not be put in place: put it back from the manifest
             // now, or leave it to the next open.
-            if let committed, !committed.entries.isEmpty {
-                if let intent = committed.intent {
-                    try? restoreCommitted(committed.entries, intent: intent)
-                } else if let period = committed.period, (try? restoreCommitted(committed.entries, intent: nil)) != nil {
-                    releasePeriod(period.id)
-                }
+            if let committed, let intent = committed.intent {
+                try? restoreCommitted(committed.entries, intent: (intent, .current))
+            } else if let committed, let kept, (try? restoreCommitted(committed.entries, intent: nil)) != nil {
+                releasePeriod(kept)
             }
             throw error
         }

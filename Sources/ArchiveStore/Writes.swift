@@ -112,10 +112,10 @@ extension ArchiveStore {
             var unreadable: [Int64] = []
             for intent in interrupted {
                 if let after = intent.after {
-                    try restoreSettlePeriod(intent.id, after: after)
+                    try restoreSettlePeriod(intent, after: after)
                     waiting.writes -= 1
                 } else if let entries = intent.entries, intent.isCommitted {
-                    try restoreCommitted(entries, intent: intent.id)
+                    try restoreCommitted(entries, intent: (intent.id, intent.owner))
                     waiting = (waiting.writes - 1, waiting.objects - entries.count)
                 } else if let entries = intent.entries {
                     try reconcile(intent.id, entries)

@@ -198,6 +198,60 @@ import Testing
         }
     }
 
+    /// An intent's id can go to a new intent once it is dropped: a process that finishes
+    /// or settles an id drops it only while it is still its owner's.
+    @Test func anIntentIsDroppedOnlyWhileItIsStillItsOwners() throws {
+        try withStore { store, _ throws in
+            holdSettles(store)
+            try store.save(Person(name: "a", age: 1), forKey: "a")
+            let period = try #require(try store.manifest.read { try $0.intents() }.first)
+            let other = ProcessIdentity(pid: period.owner.pid, startTime: period.owner.startTime - 1)
+            try store.manifest.write(flushed: false) { try $0.removeSettled([period.id], owner: other) }
+            #expect(try store.manifest.read { try $0.intents() }.map(\.id) == [period.id])
+            try store.settleCommittedWrites()
+            #expect(try store.manifest.read { try $0.intents() }.isEmpty)
+        }
+    }
+
+    /// A period two failed commits keep stays until both have put their files back.
+    @Test func aPeriodKeptByTwoCommitsStaysUntilBothRelease() throws {
+        try withStore { store, _ throws in
+            holdSettles(store)
+            try store.save(Person(name: "a", age: 1), forKey: "a")
+            let period = try #require(store.durability.withLock { $0.period })
+            store.keepPeriod(period)
+            store.keepPeriod(period)
+            store.releasePeriod(period)
+            try store.settleCommittedWrites()
+            #expect(try store.manifest.read { try $0.intents() }.map(\.id) == [period])
+            store.releasePeriod(period)
+            try store.settleCommittedWrites()
+            #expect(try store.manifest.read { try $0.intents() }.isEmpty)
+        }
+    }
+
+    /// A dead writer's period covers what the store's writes put on disk, not another
+    /// program's files that a scan recorded meanwhile: one deleted since is a delete.
+    @Test func aPeriodDoesNotPutBackAFileAScanFoundAndAnotherProgramRemoved() throws {
+        try withTemporaryDirectory { dir throws in
+            let path = dir + "/store"
+            do {
+                let store = try ArchiveStore(directory: path)
+                holdSettles(store)
+                try store.save(Person(name: "a", age: 1), forKey: "a")
+                try overwrite(path + "/Person/theirs.json", with: ArchiveCodec.json.encode(Person(name: "theirs", age: 1)))
+                _ = try store.scan()
+                #expect(try store.keys(of: Person.self) == ["a", "theirs"])
+                try cutPower(store)
+            }
+            try FileManager.default.removeItem(atPath: path + "/Person/theirs.json")
+            let store = try ArchiveStore(directory: path)
+            #expect(!entryExists(path + "/Person/theirs.json"))
+            _ = try store.scan()
+            #expect(try store.keys(of: Person.self) == ["a"])
+        }
+    }
+
     @Test func settlingDropsTheCommittedIntents() throws {
         try withStore { store, path throws in
             holdSettles(store)

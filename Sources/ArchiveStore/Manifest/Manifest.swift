@@ -130,6 +130,19 @@ final class Manifest: Sendable {
         try write(flushed: flushed, body, afterCommit: { _ in })
     }
 
+    /// Runs `body` excluding every writer of every process, as a write transaction does, but
+    /// with no transaction: once it runs, every write that committed before it has also done
+    /// what it does after its commit (a save's renames).
+    func excludingWriters<T>(_ body: () throws -> T) throws -> T {
+        try connection.withLock { _ in
+            if writerLock >= 0 {
+                while flock(writerLock, LOCK_EX) != 0 && errno == EINTR {}
+            }
+            defer { if writerLock >= 0 { flock(writerLock, LOCK_UN) } }
+            return try body()
+        }
+    }
+
     /// ``write(flushed:_:)``, then `afterCommit` with its result, still excluding every
     /// other writer of every process (`writer.lock`) and before the changes are published:
     /// a save puts its files in place there, after the commit that made it durable.

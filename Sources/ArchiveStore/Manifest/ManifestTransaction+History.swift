@@ -94,13 +94,17 @@ extension ManifestTransaction {
 
     /// Drops intents whose files a `syncfs` made durable. Where settle periods were among
     /// them, the versions past the history limit that they kept (``record(_:existing:)``) go
-    /// too, for every object that no period still recorded covers.
-    func removeSettled(_ ids: [Int64]) throws {
+    /// too, for every object that no period still recorded covers. An id that is no longer
+    /// `owner`'s (finished by another process, and given since to a new intent) is left.
+    func removeSettled(_ ids: [Int64], owner: ProcessIdentity) throws {
         var after: Int?
         for id in ids {
-            if let ended = try db.first("SELECT after FROM intents WHERE id = ?", [.integer(id)], { $0.optionalInt(0) }) ?? nil {
-                after = min(after ?? Int(ended), Int(ended))
-            }
+            guard
+                let row = try db.first(
+                    "SELECT after FROM intents WHERE id = ? AND pid = ? AND start = ?",
+                    [.integer(id), .integer(Int64(owner.pid)), .integer(owner.startTime)], { $0.optionalInt(0) })
+            else { continue }
+            if let ended = row { after = min(after ?? Int(ended), Int(ended)) }
             try removeIntent(id)
         }
         guard let after else { return }

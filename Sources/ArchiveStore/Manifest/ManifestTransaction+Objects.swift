@@ -51,6 +51,17 @@ extension ManifestTransaction {
     /// sequence order, each with the sequence of the change that began the object's current
     /// life (its creation, or its re-creation after a delete) when known. Changes recorded by
     /// another process are `external` (or `sync`) here.
+    /// The objects whose rows a write of the store changed after `sequence`: a save's, a
+    /// sync's, a restore's, not a scan's (whose file was found on disk, not put there).
+    func writtenObjects(after sequence: Int) throws -> [ObjectID] {
+        var ids: [ObjectID] = []
+        try db.query(
+            "SELECT collection, key FROM objects WHERE seq > ? AND (origin IS NULL OR origin != ?)",
+            [.integer(Int64(sequence)), .text(StoreChange.Origin.external.rawValue)]
+        ) { ids.append(ObjectID(unchecked: $0.text(0), key: $0.text(1))) }
+        return ids
+    }
+
     func changes(after sequence: Int) throws -> [(change: StoreChange, lifeBegan: Int?)] {
         var changes: [(change: StoreChange, lifeBegan: Int?)] = []
         try db.query(
