@@ -25,6 +25,19 @@ import Testing
         try store.manifest.write { tx in try tx.db.run("UPDATE intents SET start = -1") }
     }
 
+    /// Opens a store in `dir`, runs `before` on it with its settles held, and cuts the power
+    /// (``cutPower(_:)``); returns the store's path.
+    private func storeCut(in dir: String, options: ArchiveStore.Options = .init(), _ before: (ArchiveStore, String) throws -> Void) throws
+        -> String
+    {
+        let path = dir + "/store"
+        let store = try ArchiveStore(directory: path, options: options)
+        holdSettles(store)
+        try before(store, path)
+        try cutPower(store)
+        return path
+    }
+
     @Test func anOpenPutsBackWhatAPowerCutLostAfterTheCommit() throws {
         try withTemporaryDirectory { dir throws in
             let path = dir + "/store"
@@ -145,16 +158,12 @@ import Testing
     /// next open knows the oldest such file as the object's, not as another program's edit.
     @Test func aCutThatBringsBackTheVersionBeforeThePeriodIsPutRightWithAHistoryOfOne() throws {
         try withTemporaryDirectory { dir throws in
-            let path = dir + "/store"
             let first = try ArchiveCodec.json.encode(Person(name: "v1", age: 1))
-            do {
-                let store = try ArchiveStore(directory: path, options: .init(historyLimit: 1))
-                holdSettles(store)
+            let path = try storeCut(in: dir, options: .init(historyLimit: 1)) { store, _ in
                 try store.save(Person(name: "v1", age: 1), forKey: "ada")
                 try store.settleCommittedWrites()
                 for age in 2...4 { try store.save(Person(name: "v\(age)", age: age), forKey: "ada") }
                 #expect(try store.history(of: Person.self, forKey: "ada").map(\.version) == [4])
-                try cutPower(store)
             }
             try overwrite(path + "/Person/ada.json", with: first)
             let store = try ArchiveStore(directory: path)
@@ -182,13 +191,9 @@ import Testing
     /// leaves the period for the next open, which puts the file in place from the manifest.
     @Test func aPeriodWhoseOwnerIsGoneIsFinishedByTheNextOpen() throws {
         try withTemporaryDirectory { dir throws in
-            let path = dir + "/store"
-            do {
-                let store = try ArchiveStore(directory: path)
-                holdSettles(store)
+            let path = try storeCut(in: dir) { store, _ in
                 try store.save(Person(name: "a", age: 1), forKey: "a")
                 try store.save(Person(name: "b", age: 1), forKey: "b")
-                try cutPower(store)
             }
             try FileManager.default.removeItem(atPath: path + "/Person/b.json")
             let store = try ArchiveStore(directory: path)
@@ -234,15 +239,11 @@ import Testing
     /// program's files that a scan recorded meanwhile: one deleted since is a delete.
     @Test func aPeriodDoesNotPutBackAFileAScanFoundAndAnotherProgramRemoved() throws {
         try withTemporaryDirectory { dir throws in
-            let path = dir + "/store"
-            do {
-                let store = try ArchiveStore(directory: path)
-                holdSettles(store)
+            let path = try storeCut(in: dir) { store, path in
                 try store.save(Person(name: "a", age: 1), forKey: "a")
                 try overwrite(path + "/Person/theirs.json", with: ArchiveCodec.json.encode(Person(name: "theirs", age: 1)))
                 _ = try store.scan()
                 #expect(try store.keys(of: Person.self) == ["a", "theirs"])
-                try cutPower(store)
             }
             try FileManager.default.removeItem(atPath: path + "/Person/theirs.json")
             let store = try ArchiveStore(directory: path)
