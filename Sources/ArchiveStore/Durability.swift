@@ -137,9 +137,10 @@ extension ArchiveStore {
         // that fails loses nothing: the pages stay in the WAL for the next.
         try? manifest.checkpoint()
         // A killed process's period keeps every writer's history from being pruned
-        // (``ManifestTransaction/unsettledAfter()``) until an open, or this, finishes it.
-        if try manifest.read({ try $0.intents() }).contains(where: { $0.after != nil && !$0.owner.isRunning }) {
-            try recoverInterruptedWrites()
+        // (``ManifestTransaction/unsettledAfter()``) until an open, or this, finishes it. A
+        // failure here is the next open's to retry, not this settle's.
+        if (try? manifest.read({ try $0.intents() }))?.contains(where: { $0.after != nil && !$0.owner.isRunning }) == true {
+            try? recoverInterruptedWrites()
         }
     }
 
