@@ -203,6 +203,32 @@ import Testing
         }
     }
 
+    /// A killed writer's period holds back every writer's pruning: a running process's
+    /// settle finishes it rather than leaving it for the next open.
+    @Test func aSettleFinishesAKilledWritersPeriod() throws {
+        try withStore { store, path throws in
+            holdSettles(store)
+            try store.save(Person(name: "a", age: 1), forKey: "a")
+            try store.settleCommittedWrites()
+            // What a writer killed after its commit, before its rename, leaves.
+            try store.manifest.write { tx in
+                _ = try tx.addSettlePeriod(owner: ProcessIdentity(pid: ProcessIdentity.current.pid, startTime: -1))
+                _ = try tx.record(
+                    RecordedChange(
+                        id: ObjectID(collection: "Person", key: "b"), file: "b.json",
+                        content: try ArchiveCodec.json.encode(Person(name: "b", age: 1)),
+                        hash: ContentHash(of: try ArchiveCodec.json.encode(Person(name: "b", age: 1))), stamp: nil, schemaVersion: nil,
+                        origin: .local),
+                    existing: nil)
+            }
+            #expect(!entryExists(path + "/Person/b.json"))
+            try store.save(Person(name: "a", age: 2), forKey: "a")
+            try store.settleCommittedWrites()
+            #expect(try store.load(Person.self, forKey: "b") == Person(name: "b", age: 1))
+            #expect(try store.manifest.read { try $0.intents() }.isEmpty)
+        }
+    }
+
     /// An intent's id can go to a new intent once it is dropped: a process that finishes
     /// or settles an id drops it only while it is still its owner's.
     @Test func anIntentIsDroppedOnlyWhileItIsStillItsOwners() throws {
