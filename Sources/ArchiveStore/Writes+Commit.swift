@@ -382,11 +382,16 @@ extension ArchiveStore {
             for (name, collection) in collections where try !tx.hasObjects(in: collection) { empty.insert(name) }
         }
         var committed = Committed(versions: Array(repeating: nil, count: staged.count))
-        // Before anything is recorded, so that no version a cut may bring back is pruned.
-        if let period = durability.withLock({ $0.period }) {
-            committed.period = (period, false)
-        } else {
-            committed.period = (try tx.addSettlePeriod(), true)
+        // The settle period the commit records in, begun before its first record (so that no
+        // version a cut may bring back is pruned), and only by a commit that records something
+        // (saving an unchanged model writes nothing, and needs no flush).
+        func inPeriod() throws {
+            guard committed.period == nil else { return }
+            if let period = durability.withLock({ $0.period }) {
+                committed.period = (period, false)
+            } else {
+                committed.period = (try tx.addSettlePeriod(), true)
+            }
         }
         for index in staged.indices {
             let item = try completing?(index) ?? staged[index]
@@ -409,6 +414,7 @@ extension ArchiveStore {
             let origin: StoreChange.Origin = write.incoming == nil ? .local : .sync
             guard let directory else {
                 // A delete where the directory is gone: the object is gone too.
+                try inPeriod()
                 let recorded = try tx.recordDelete(of: existing, origin: origin, incoming: write.incoming)
                 committed.versions[index] = recorded?.version ?? existing?.version ?? 0
                 continue
@@ -423,6 +429,7 @@ extension ArchiveStore {
             let change = RecordedChange(
                 id: write.id, file: file, content: write.content, hash: write.hash, stamp: write.stamp, schemaVersion: write.schemaVersion,
                 origin: origin, incoming: write.incoming)
+            try inPeriod()
             let recorded = try tx.record(change, existing: existing)
             committed.versions[index] = recorded?.version ?? existing?.version ?? 0
             // No hash: the recovery of a committed intent reads each object's from its row.

@@ -279,6 +279,18 @@ import Testing
         }
     }
 
+    /// Saving an unchanged model records nothing, so it begins no settle period either.
+    @Test func anUnchangedSaveBeginsNoPeriod() throws {
+        try withStore { store, _ throws in
+            holdSettles(store)
+            try store.save(Person(name: "a", age: 1), forKey: "a")
+            try store.settleCommittedWrites()
+            try store.save(Person(name: "a", age: 1), forKey: "a")
+            #expect(try store.manifest.read { try $0.intents() }.isEmpty)
+            #expect(store.durability.withLock { $0.period } == nil)
+        }
+    }
+
     @Test func settlingDropsTheCommittedIntents() throws {
         try withStore { store, path throws in
             holdSettles(store)

@@ -135,12 +135,16 @@ final class Manifest: Sendable {
     /// what it does after its commit (a save's renames).
     func excludingWriters<T>(_ body: () throws -> T) throws -> T {
         try connection.withLock { _ in
-            if writerLock >= 0 {
-                while flock(writerLock, LOCK_EX) != 0 && errno == EINTR {}
-            }
-            defer { if writerLock >= 0 { flock(writerLock, LOCK_UN) } }
+            let locks = writerLock >= 0
+            if locks { lockWriters() }
+            defer { if locks { flock(writerLock, LOCK_UN) } }
             return try body()
         }
+    }
+
+    /// Takes `writer.lock`, which every writer of every process takes before SQLite's lock.
+    private func lockWriters() {
+        while flock(writerLock, LOCK_EX) != 0 && errno == EINTR {}
     }
 
     /// ``write(flushed:_:)``, then `afterCommit` with its result, still excluding every
@@ -157,9 +161,7 @@ final class Manifest: Sendable {
         try connection.withLock { db in
             // Every writer takes it before SQLite's lock, so that no two wait on each other.
             let locks = begin != "BEGIN" && writerLock >= 0
-            if locks {
-                while flock(writerLock, LOCK_EX) != 0 && errno == EINTR {}
-            }
+            if locks { lockWriters() }
             defer { if locks { flock(writerLock, LOCK_UN) } }
             // SQLite refuses to change it inside a transaction: set around this one, under
             // the connection's lock, so that no other transaction commits unflushed.

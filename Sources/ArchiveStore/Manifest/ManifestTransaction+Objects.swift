@@ -47,10 +47,6 @@ extension ManifestTransaction {
         try db.first("SELECT 1 FROM objects WHERE collection = ? LIMIT 1", [.text(collection)]) { _ in true } ?? false
     }
 
-    /// The latest change of every object changed after `sequence`, by any process, in
-    /// sequence order, each with the sequence of the change that began the object's current
-    /// life (its creation, or its re-creation after a delete) when known. Changes recorded by
-    /// another process are `external` (or `sync`) here.
     /// The objects whose rows a write of the store changed after `sequence`: a save's, a
     /// sync's, a restore's, not a scan's (whose file was found on disk, not put there).
     func writtenObjects(after sequence: Int) throws -> [ObjectID] {
@@ -62,6 +58,10 @@ extension ManifestTransaction {
         return ids
     }
 
+    /// The latest change of every object changed after `sequence`, by any process, in
+    /// sequence order, each with the sequence of the change that began the object's current
+    /// life (its creation, or its re-creation after a delete) when known. Changes recorded by
+    /// another process are `external` (or `sync`) here.
     func changes(after sequence: Int) throws -> [(change: StoreChange, lifeBegan: Int?)] {
         var changes: [(change: StoreChange, lifeBegan: Int?)] = []
         try db.query(
