@@ -73,9 +73,11 @@ extension ArchiveStore {
     ///    record each new version with its bytes and a *committed intent* naming its object,
     ///    commit (the WAL is flushed: the save is durable);
     /// 3. still excluding every other writer: rename each staged file over its object's file
-    ///    (or unlink the file of a delete), flushing neither; a new collection a batch staged
-    ///    whole (``StagedCollection``) is put in place by one rename of its directory;
-    /// 4. later, one `syncfs` makes the renames durable and the intent goes (Durability.swift).
+    ///    (swapped with it, where it is there: ``retire(_:in:for:staging:)``), or unlink the
+    ///    file of a delete, flushing neither; a new collection a batch staged whole
+    ///    (``StagedCollection``) is put in place by one rename of its directory;
+    /// 4. later, one `syncfs` makes the renames durable, the intent goes and the replaced
+    ///    files are removed (Durability.swift).
     ///
     /// Writes of several threads that arrive together share step 2 (``CommitQueue``). A large
     /// batch's `stager` holds its writes instead of `requested` and stages them: its commit
@@ -173,12 +175,13 @@ extension ArchiveStore {
     /// What a commit puts in place after it: a staged file renamed over an object's file, or
     /// an object's file removed. `write` is the index of the write it belongs to.
     private enum Placement: Sendable {
-        case rename(temp: String, to: String, in: Descriptor, write: Int)
+        /// `replacing`: the object's row names a file at `to` already, which the rename replaces.
+        case rename(temp: String, to: String, in: Descriptor, write: Int, replacing: Bool)
         case remove(String, in: Descriptor, write: Int)
 
         var write: Int {
             switch self {
-            case .rename(_, _, _, let write), .remove(_, _, let write): write
+            case .rename(_, _, _, let write, _), .remove(_, _, let write): write
             }
         }
     }
@@ -262,7 +265,7 @@ extension ArchiveStore {
                             outcome, staging: staging, inParallelFrom: independent ? threshold : .max, redirecting: redirected)
                         for (index, placement) in outcome.placements.enumerated() {
                             if !done[index] { changedOnDisk.insert(placement.write) }
-                            if done[index], case let .rename(temp, _, _, _) = placement { placed.insert(temp) }
+                            if done[index], case let .rename(temp, _, _, _, _) = placement { placed.insert(temp) }
                         }
                     } catch {
                         // Still under the writer lock, so before any settle could end the period:
@@ -323,7 +326,7 @@ extension ArchiveStore {
         return try parallelMap(placements.count, threshold: threshold) { [staging] index -> Bool in
             let expectation = committed.expectations[placements[index].write]
             switch placements[index] {
-            case let .rename(temp, file, placedIn, _):
+            case let .rename(temp, file, placedIn, _, replacing):
                 let directory = redirecting[ObjectIdentifier(placedIn)] ?? placedIn
                 switch expectation {
                 case .absent?:
@@ -332,6 +335,7 @@ extension ArchiveStore {
                 case let expectation? where try !diskMatches(expectation, in: directory):
                     return false
                 default:
+                    if replacing, try retire(file, in: directory, for: temp, staging: staging) { return true }
                     // The path is an autoclosure: made only for an error's message.
                     try FileSystem.rename(temp, in: staging, to: file, in: directory, path: directory.path.appendingComponent(file))
                 }
@@ -421,7 +425,10 @@ extension ArchiveStore {
             }
             var file = write.file
             var replaced: String?
-            if let temp = item.temp { committed.placements.append(.rename(temp: temp, to: write.file, in: directory, write: index)) }
+            if let temp = item.temp {
+                let replacing = existing.map { !$0.isDeleted && $0.file == write.file } ?? false
+                committed.placements.append(.rename(temp: temp, to: write.file, in: directory, write: index, replacing: replacing))
+            }
             if let existing, !existing.isDeleted, existing.file != write.file || write.content == nil {
                 committed.placements.append(.remove(existing.file, in: directory, write: index))
                 if write.content == nil { file = existing.file } else { replaced = existing.file }

@@ -21,6 +21,7 @@ import Testing
         store.durability.withLock {
             $0.committed = []
             $0.period = nil
+            $0.retired = []
         }
         try store.manifest.write { tx in try tx.db.run("UPDATE intents SET start = -1") }
     }

@@ -34,7 +34,7 @@ def parse_log(path):
             records.append((op, int(fields[1])))
         elif op == "F":
             records.append(("F",))
-        elif op in ("R", "U"):
+        elif op in ("R", "E", "U"):
             records.append((op,) + tuple(unhex(f) for f in fields[1:]))
         elif op == "K":
             records.append(("K", json.loads(bytes.fromhex(fields[1]))))
@@ -72,6 +72,18 @@ def rename_in(names, source, target):
         names[target + p[len(source) :]] = n
 
 
+def exchange_in(names, first, second):
+    """Swaps `first` and `second` (and all below each), as RENAME_EXCHANGE does."""
+    a = {p[len(first) :]: n for p, n in names.items() if p == first or p.startswith(first + "/")}
+    b = {p[len(second) :]: n for p, n in names.items() if p == second or p.startswith(second + "/")}
+    remove_in(names, first)
+    remove_in(names, second)
+    for rest, n in a.items():
+        names[second + rest] = n
+    for rest, n in b.items():
+        names[first + rest] = n
+
+
 class Log:
     """A workload's records, each annotated once with the model inodes it touches."""
 
@@ -102,10 +114,10 @@ class Log:
                     self.syncs.setdefault(inode_of[record[1]], []).append(i)
             elif op == "F":
                 self.full_syncs.append(i)
-            elif op == "R":
+            elif op in ("R", "E"):
                 source, target = record[1], record[2]
                 self.targets[i] = (names.get(parent(source)), names.get(parent(target)))
-                rename_in(names, source, target)
+                (rename_in if op == "R" else exchange_in)(names, source, target)
             elif op == "U":
                 self.targets[i] = (names.get(parent(record[1])),)
                 remove_in(names, record[1])
@@ -157,7 +169,7 @@ def build_state(log, cut, rng, keep, sabotage=None):
     for i in range(cut):
         record = log.records[i]
         op = record[0]
-        if op in ("C", "D", "R", "U"):
+        if op in ("C", "D", "R", "E", "U"):
             if not durable(i, log.targets[i][1:] if op in ("C", "D") else log.targets[i]) and rng.random() >= keep:
                 continue
             if op in ("C", "D"):
@@ -168,6 +180,10 @@ def build_state(log, cut, rng, keep, sabotage=None):
                 source, target = record[1], record[2]
                 if source in names and parent(target) in names:
                     rename_in(names, source, target)
+            elif op == "E":
+                # Both names must stand, as for the call (each one's creation may have been lost).
+                if record[1] in names and record[2] in names:
+                    exchange_in(names, record[1], record[2])
             else:
                 remove_in(names, record[1])
         elif op in ("W", "T", "A"):

@@ -70,7 +70,7 @@ int renameat(int fromfd, const char *from, int tofd, const char *to) {
 }
 int renameat2(int fromfd, const char *from, int tofd, const char *to, unsigned int flags) {
     load_renameat2();
-    // RENAME_EXCHANGE swaps two names: recorded as X, since no workload here uses it.
+    // RENAME_EXCHANGE swaps two names: recorded as E (a save replacing a file makes one).
     NAMESPACE_BODY(real_renameat2(fromfd, from, tofd, to, flags), (flags & 2) ? "E" : "R", fromfd, from, tofd, to)
 }
 int unlink(const char *name) {

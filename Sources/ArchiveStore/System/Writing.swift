@@ -94,6 +94,21 @@ extension FileSystem {
         try check("rename", path()) { renameat(source.fd, from, directory.fd, to) }
     }
 
+    /// Swaps `from` in `source` and `to` in `directory` in one atomic call (`renameat2` with
+    /// `RENAME_EXCHANGE`): a rename over `to` that leaves the file it replaced at `from`
+    /// instead of freeing it there and then.
+    /// - Returns: false, changing nothing, when `to` does not exist or the file system cannot.
+    static func exchange(_ from: String, in source: Descriptor, with to: String, in directory: Descriptor, path: @autoclosure () -> String) throws
+        -> Bool
+    {
+        try checkEntryName(from, "rename", path: path)
+        try checkEntryName(to, "rename", path: path)
+        if archive_rename_exchange(source.fd, from, directory.fd, to) == 0 { return true }
+        let code = errno
+        guard code == ENOENT || code == EINVAL || code == ENOSYS else { throw SystemCallError(call: "renameat2", path: path(), errno: code) }
+        return false
+    }
+
     /// Renames `from` to `to`, both in `directory`, only if nothing stands at `to` (see
     /// ``renameIfAbsent(_:in:to:in:path:)``).
     /// - Returns: false, renaming nothing, when `to` exists.

@@ -23,6 +23,12 @@ static inline int archive_rename_noreplace(int fromfd, const char *from, int tof
     return renameat2(fromfd, from, tofd, to, RENAME_NOREPLACE);
 }
 
+/// renameat2(2) with RENAME_EXCHANGE: swaps `from` and `to`, atomically; both must exist.
+/// Fails with EINVAL on file systems that cannot do it.
+static inline int archive_rename_exchange(int fromfd, const char *from, int tofd, const char *to) {
+    return renameat2(fromfd, from, tofd, to, RENAME_EXCHANGE);
+}
+
 /// openat2(2) with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS: opens `path` below `dirfd` in one
 /// call, failing with ELOOP on any symlink along the way and EXDEV on any way out. Glibc has
 /// no wrapper. Fails with ENOSYS on kernels before 5.6.
