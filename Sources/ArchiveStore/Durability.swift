@@ -161,7 +161,9 @@ extension ArchiveStore {
         }
         // Only now: a cut before the `syncfs` could have kept a removal and lost the rename.
         if !retired.isEmpty, let staging = staging.withLock({ $0 }) {
-            for name in retired { _ = try? removeStaged(name, in: staging) }
+            // One that cannot be removed now is tried again by the next settle.
+            let left = retired.filter { (try? removeStaged($0, in: staging)) == nil }
+            if !left.isEmpty { durability.withLock { $0.retired += left } }
         }
         // The checkpoint that writes' commits no longer make (SQLiteConnection.openWAL). One
         // that fails loses nothing: the pages stay in the WAL for the next.
