@@ -159,7 +159,9 @@ extension ArchiveStore {
             }
             throw ArchiveError.wrap(error)
         }
-        // Only now: a cut before the `syncfs` could have kept a removal and lost the rename.
+        // Only once the exchanges are on disk in both directories: before, a cut could keep
+        // a removal and lose the object's side of its exchange, leaving its name on an inode
+        // the removal freed.
         if !retired.isEmpty, let staging = staging.withLock({ $0 }) {
             // One that cannot be removed now is tried again by the next settle.
             let left = retired.filter { (try? removeStaged($0, in: staging)) == nil }
