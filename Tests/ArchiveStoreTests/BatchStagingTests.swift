@@ -15,10 +15,6 @@ private struct Stop: Error {}
 @Suite(.enabled(if: ProcessInfo.processInfo.activeProcessorCount > 1, "the stager runs only with a second core"))
 struct BatchStagingTests {
     /// What is in `.archive-sync/staging`: its files and directories, and what those hold.
-    private static func staged(_ path: String) -> [String] {
-        (try? FileManager.default.subpathsOfDirectory(atPath: staging(path))) ?? []
-    }
-
     private static func staging(_ path: String) -> String { path + "/" + FileName.metadataDirectory + "/staging" }
 
     /// The inode of `path` (0 when there is nothing there).
@@ -39,7 +35,7 @@ struct BatchStagingTests {
     private static func waitForStaged(_ path: String, atLeast count: Int) -> Bool {
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
-            if staged(path).count >= count { return true }
+            if stagedEntries(path).count >= count { return true }
             usleep(2_000)
         }
         return false
@@ -59,7 +55,7 @@ struct BatchStagingTests {
                 }
                 // `verify` checks the hashes the stager computed against the files.
                 return [
-                    stagedDuringBody, Self.staged(path).isEmpty, try store.keys(of: Person.self).count == 600,
+                    stagedDuringBody, stagedEntries(path).isEmpty, try store.keys(of: Person.self).count == 600,
                     try store.load(Person.self, forKey: "k599") == Person(name: "p599", age: 599), try store.verify().isClean,
                     try store.objects(in: "Person").allSatisfy { $0.version == 1 },
                 ]
@@ -83,7 +79,7 @@ struct BatchStagingTests {
                     threw = true
                 }
                 return [
-                    stagedBeforeThrowing, threw, Self.staged(path).isEmpty, filesInStore(path).isEmpty,
+                    stagedBeforeThrowing, threw, stagedEntries(path).isEmpty, filesInStore(path).isEmpty,
                     try store.keys(of: Person.self).isEmpty, try store.status().sequence == 0,
                 ]
             }
@@ -117,7 +113,7 @@ struct BatchStagingTests {
                     failed = true
                 }
                 return [
-                    failed, Set(Self.staged(path)).isSubset(of: taken), filesInStore(path) == ["Person", "Person/seed.json"],
+                    failed, Set(stagedEntries(path)).isSubset(of: taken), filesInStore(path) == ["Person", "Person/seed.json"],
                     try store.keys(of: Person.self) == ["seed"],
                 ]
             }
@@ -143,7 +139,7 @@ struct BatchStagingTests {
                     refused = true
                 }
                 return [
-                    refused, Self.staged(path).isEmpty, filesInStore(path).count == 2_001,
+                    refused, stagedEntries(path).isEmpty, filesInStore(path).count == 2_001,
                     try store.load(Person.self, forKey: "k1999") == Person(name: "old", age: 1999),
                     try store.objects(in: "Person").allSatisfy { $0.version == 1 }, try store.status().sequence == 2_000,
                 ]
@@ -169,7 +165,7 @@ struct BatchStagingTests {
                 return [
                     versions.enumerated().allSatisfy { $0.offset == 7 ? $0.element == nil : $0.element == 1 },
                     try Data(contentsOf: URL(fileURLWithPath: path + "/Person/k7.json")) == Data("{}".utf8),
-                    try store.load(Person.self, forKey: "k299") == Person(name: "p", age: 299), Self.staged(path).isEmpty,
+                    try store.load(Person.self, forKey: "k299") == Person(name: "p", age: 299), stagedEntries(path).isEmpty,
                     filesInStore(path).count == 301,
                 ]
             }
@@ -190,7 +186,7 @@ struct BatchStagingTests {
                 }
                 let versions = try store.applyConditional(writes)
                 return [
-                    versions.allSatisfy { $0 == 1 }, try store.keys(of: Person.self).count == 300, Self.staged(path).isEmpty,
+                    versions.allSatisfy { $0 == 1 }, try store.keys(of: Person.self).count == 300, stagedEntries(path).isEmpty,
                     try store.verify().isClean,
                 ]
             }
@@ -210,7 +206,7 @@ struct BatchStagingTests {
                     if directories.count == 1 { stagedDirectory = Self.inode(Self.staging(path) + "/" + directories[0]) }
                 }
                 return [
-                    stagedDirectory != 0, Self.inode(path + "/Person") == stagedDirectory, Self.staged(path).isEmpty,
+                    stagedDirectory != 0, Self.inode(path + "/Person") == stagedDirectory, stagedEntries(path).isEmpty,
                     filesInStore(path) == Set(["Person"] + (0..<300).map { "Person/k\($0).json" }),
                     try store.load(Person.self, forKey: "k299") == Person(name: "p299", age: 299), try store.verify().isClean,
                     try store.objects(in: "Person").allSatisfy { $0.version == 1 },
@@ -244,7 +240,7 @@ struct BatchStagingTests {
                     try store.load(Person.self, forKey: "k7") == nil, try store.history(of: Person.self, forKey: "k7").last?.version == 2,
                     try store.load(Person.self, forKey: "k8") == Person(name: "back", age: 8),
                     try store.history(of: Person.self, forKey: "k8").last?.version == 3,
-                    filesInStore(path) == Set(["Person"] + live), Self.staged(path).isEmpty, try store.verify().isClean,
+                    filesInStore(path) == Set(["Person"] + live), stagedEntries(path).isEmpty, try store.verify().isClean,
                 ]
             }
         }
@@ -267,7 +263,7 @@ struct BatchStagingTests {
                     stagedWhole, try store.keys(of: Person.self).count == 301,
                     try store.load(Person.self, forKey: "other") == Person(name: "other", age: 1),
                     try store.load(Person.self, forKey: "k0") == Person(name: "p0", age: 0),
-                    filesInStore(path).count == 302, Self.staged(path).isEmpty, try store.verify().isClean,
+                    filesInStore(path).count == 302, stagedEntries(path).isEmpty, try store.verify().isClean,
                 ]
             }
         }

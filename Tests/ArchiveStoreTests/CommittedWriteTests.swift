@@ -10,11 +10,6 @@ import Testing
 /// power cut before that may lose the rename, the unlink or the file's bytes; the next open
 /// puts each listed file back from the manifest's bytes.
 @Suite struct CommittedWriteTests {
-    /// Keeps `store` from settling on its own while a test runs.
-    private func holdSettles(_ store: ArchiveStore) {
-        store.durability.withLock { $0.scheduled = true }
-    }
-
     /// What a power cut leaves of `store`'s unsettled writes: their intents, owned by a process
     /// that no longer runs, and no settle when the store is released.
     private func cutPower(_ store: ArchiveStore) throws {

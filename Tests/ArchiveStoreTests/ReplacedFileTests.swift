@@ -12,33 +12,25 @@ import Testing
 /// the replaced file waits in `.archive-sync/staging` for the settle after the `syncfs`,
 /// instead of being freed under the writer lock.
 @Suite struct ReplacedFileTests {
-    private static func staged(_ path: String) -> [String] {
-        (try? FileManager.default.contentsOfDirectory(atPath: path + "/" + FileName.metadataDirectory + "/staging")) ?? []
-    }
-
-    private static func holdSettles(_ store: ArchiveStore) {
-        store.durability.withLock { $0.scheduled = true }
-    }
-
     @Test func theReplacedFileWaitsForTheSettleAndAReaderKeepsItsBytes() throws {
         try withStore { store, path throws in
-            Self.holdSettles(store)
+            holdSettles(store)
             try store.save(Person(name: "v1", age: 1), forKey: "ada")
             let first = try Data(contentsOf: URL(fileURLWithPath: path + "/Person/ada.json"))
             let reader = try FileHandle(forReadingFrom: URL(fileURLWithPath: path + "/Person/ada.json"))
             defer { try? reader.close() }
-            #expect(Self.staged(path).isEmpty)
+            #expect(stagedEntries(path).isEmpty)
 
             try store.save(Person(name: "v2", age: 2), forKey: "ada")
             // Swapped out, not freed: the one staged file is the version it replaced.
-            let staged = Self.staged(path)
+            let staged = stagedEntries(path)
             #expect(staged.count == 1)
             let held = try staged.first.map { try Data(contentsOf: URL(fileURLWithPath: path + "/.archive-sync/staging/" + $0)) }
             #expect(held == first)
             #expect(try store.load(Person.self, forKey: "ada") == Person(name: "v2", age: 2))
 
             try store.settleCommittedWrites()
-            #expect(Self.staged(path).isEmpty)
+            #expect(stagedEntries(path).isEmpty)
             // A program that had the old file open still reads the old bytes, as after a rename.
             #expect(try reader.readToEnd() == first)
             #expect(try store.verify().isClean)
@@ -47,7 +39,7 @@ import Testing
 
     @Test func aDirectoryAnotherProgramMadeAtTheFilesNameIsNeverSwappedAway() throws {
         try withStore { store, path throws in
-            Self.holdSettles(store)
+            holdSettles(store)
             try store.save(Person(name: "v1", age: 1), forKey: "ada")
             try FileManager.default.removeItem(atPath: path + "/Person/ada.json")
             try FileManager.default.createDirectory(atPath: path + "/Person/ada.json", withIntermediateDirectories: false)
@@ -56,14 +48,14 @@ import Testing
             #expect(throws: (any Error).self) { try store.save(Person(name: "v2", age: 2), forKey: "ada") }
             try? store.settleCommittedWrites()
             #expect(try Data(contentsOf: URL(fileURLWithPath: path + "/Person/ada.json/note")) == Data("keep me".utf8))
-            #expect(Self.staged(path).isEmpty)
+            #expect(stagedEntries(path).isEmpty)
         }
     }
 
     @Test func aFileWithAnotherLinkKeepsItsBytesThere() throws {
         try withTemporaryDirectory { dir throws in
             let store = try ArchiveStore(directory: dir + "/store")
-            Self.holdSettles(store)
+            holdSettles(store)
             try store.save(Person(name: "v1", age: 1), forKey: "ada")
             let first = try Data(contentsOf: URL(fileURLWithPath: dir + "/store/Person/ada.json"))
             #expect(link(dir + "/store/Person/ada.json", dir + "/backup.json") == 0)

@@ -31,7 +31,18 @@ func withStore<T>(_ options: ArchiveStore.Options = .init(), _ body: (ArchiveSto
     }
 }
 
+/// Keeps `store` from settling on its own while a test runs (its writes' `syncfs`, the
+/// intents' removal, the replaced files' removal): the test settles when it chooses.
+func holdSettles(_ store: ArchiveStore) {
+    store.durability.withLock { $0.scheduled = true }
+}
+
 // MARK: - Looking at the disk
+
+/// Every path under the store's `.archive-sync/staging`, relative to it.
+func stagedEntries(_ store: String) -> [String] {
+    (try? FileManager.default.subpathsOfDirectory(atPath: store + "/" + FileName.metadataDirectory + "/staging")) ?? []
+}
 
 /// Every path under `store`, relative to it, except the `.archive-sync` metadata directory.
 func filesInStore(_ store: String) -> Set<String> {
