@@ -159,6 +159,12 @@ public final class ArchiveStore: Sendable {
     /// The directory at the root of every store that holds its manifest: `.archive-sync`.
     package static var metadataDirectoryName: String { FileName.metadataDirectory }
 
+    /// The file in the metadata directory that every commit which moves the change sequence
+    /// opens read-only and closes once it is visible (inotify's `IN_CLOSE_NOWRITE`), for
+    /// processes that follow the manifest. Releases before this one set its times instead
+    /// (`IN_ATTRIB`).
+    package static var commitAnnouncementName: String { Manifest.writerLockName }
+
     /// The collection a type is stored in by default: its name, such as `Person`.
     public static func collectionName<T>(of type: T.Type) -> String {
         let id = ObjectIdentifier(type)

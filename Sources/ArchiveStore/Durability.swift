@@ -101,7 +101,10 @@ extension ArchiveStore {
         guard try FileSystem.exchange(temp, in: staging, with: file, in: directory, path: where_) else { return false }
         // Never a directory another program made at the name: a rename would refuse it, and
         // the settle would have to remove it. Swapped back, the caller's rename fails as ever.
-        if try FileSystem.status(temp, in: staging, path: where_)?.kind == .directory {
+        guard let swapped = FileSystem.identity(of: temp, in: staging) else {
+            throw SystemCallError(call: "statx", path: where_, errno: errno)
+        }
+        if swapped.kind == .directory {
             _ = try FileSystem.exchange(temp, in: staging, with: file, in: directory, path: where_)
             return false
         }

@@ -21,6 +21,7 @@ final class Manifest: Sendable {
     /// put in place after the commit that makes it durable, and no other process's write may
     /// come between the two. -1 when the store is read-only or the file cannot be opened.
     private let writerLock: Int32
+    private let writerLockPath: String
     /// What the last write transaction learnt, for the next (``ManifestTransaction/Carried``):
     /// a single save then reads neither the change sequence nor the history limit again.
     private let carried = TracedMutex<ManifestTransaction.Carried?>(nil)
@@ -95,7 +96,8 @@ final class Manifest: Sendable {
         writeRefusal = readOnly
         self.path = path
         connection = TracedMutex(db)
-        writerLock = readOnly == nil ? Glibc.open(Self.writerLockPath(manifest: path), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644) : -1
+        writerLockPath = Self.writerLockPath(manifest: path)
+        writerLock = readOnly == nil ? Glibc.open(writerLockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644) : -1
     }
 
     deinit {
@@ -104,8 +106,23 @@ final class Manifest: Sendable {
 
     /// `writer.lock` in the manifest's directory.
     static func writerLockPath(manifest: String) -> String {
-        guard let slash = manifest.lastIndex(of: "/") else { return "writer.lock" }
-        return String(manifest[...slash]) + "writer.lock"
+        guard let slash = manifest.lastIndex(of: "/") else { return writerLockName }
+        return String(manifest[...slash]) + writerLockName
+    }
+
+    /// The writer lock's file name, which also carries the commit announcement
+    /// (``announceCommit()``).
+    static let writerLockName = "writer.lock"
+
+    /// Tells followers in every process (a live session's `ManifestFollower`) that the change
+    /// sequence moved, once the commit is visible: inotify reports the WAL's frames before
+    /// SQLite publishes the commit, and this after it. `writer.lock` is opened read-only and
+    /// closed (`IN_CLOSE_NOWRITE`), which changes no inode: a time set on it would dirty the
+    /// inode table block it shares with the WAL's inode, and on ext4 without a journal every
+    /// commit's `fdatasync` would then write that block too (docs/choices.md).
+    private func announceCommit() {
+        let fd = Glibc.open(writerLockPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        if fd >= 0 { close(fd) }
     }
 
     /// Reads under one consistent snapshot.
@@ -189,10 +206,7 @@ final class Manifest: Sendable {
                 self.carried.withLock { $0 = next }
             }
             try afterCommit(result)
-            // Tells followers in every process (a live session's `ManifestFollower`) that the
-            // change sequence moved, once the commit is visible: inotify reports the WAL's
-            // frames before SQLite publishes the commit, this attribute change after it.
-            if locks && tx.sequenceMoved { _ = futimens(writerLock, nil) }
+            if locks && tx.sequenceMoved { announceCommit() }
             // Still under the connection's lock: a catch-up read of other processes'
             // changes sees these either not at all or already published (never twice).
             if !tx.recorded.isEmpty { feed.publish(tx.recorded) }
@@ -207,14 +221,10 @@ final class Manifest: Sendable {
         try connection.withLock { try $0.execute("PRAGMA wal_checkpoint(PASSIVE)") }
     }
 
-    /// Nanoseconds since 1970, from the real-time clock.
     /// Within this many nanoseconds of a file's mtime, a rewrite of the same size could keep
     /// its stamp (file system clocks are coarse), so a stamp that new is not trusted.
     static let racyWindow: Int64 = 2_000_000_000
 
-    static func now() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_REALTIME, &time)
-        return time.nanoseconds
-    }
+    /// Nanoseconds since 1970, from the real-time clock.
+    static func now() -> Int64 { FileSystem.now() }
 }

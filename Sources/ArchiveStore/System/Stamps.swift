@@ -1,3 +1,4 @@
+import CArchiveShims
 import Foundation
 
 #if canImport(Glibc)
@@ -109,5 +110,30 @@ extension FileSystem {
             guard kind(of: String(prefix), in: directory) == S_IFDIR else { return nil }
         }
         return FileStamp(info)
+    }
+
+    /// What names one file: its device and inode.
+    struct Identity: Equatable, Sendable {
+        var device: UInt64 = 0
+        var inode: UInt64 = 0
+    }
+
+    /// The file that `name` in `directory` is (a symlink itself, not followed), and its kind;
+    /// nil when it cannot be read. It reads no time of the file, so that a save's checks do
+    /// not make its files' next changes take fine-grained times (`archive_identity` says why).
+    /// The corresponding C function is `statx`, asking for the type and the inode only.
+    static func identity(of name: String, in directory: Descriptor) -> (identity: Identity, kind: FileStatus.Kind)? {
+        var identity = Identity()
+        var mode: UInt32 = 0
+        guard archive_identity(directory.fd, name, AT_SYMLINK_NOFOLLOW, &identity.device, &identity.inode, &mode) == 0 else { return nil }
+        return (identity, FileStatus.Kind(mode_t(mode)))
+    }
+
+    /// The file that `file` is open on, as ``identity(of:in:)`` reads it.
+    static func identity(of file: Descriptor) -> Identity? {
+        var identity = Identity()
+        var mode: UInt32 = 0
+        guard archive_identity(file.fd, "", AT_EMPTY_PATH, &identity.device, &identity.inode, &mode) == 0 else { return nil }
+        return identity
     }
 }

@@ -12,9 +12,11 @@ private let utimeOmit = (1 << 30) - 2
 
 extension FileSystem {
     /// Creates `name` (which must not exist) and writes `data` to it; with `sync`, also
-    /// `fdatasync`s it. The corresponding C functions are `openat`, `write`, `fdatasync` and `fstat`.
+    /// `fdatasync`s it. The corresponding C functions are `openat`, `write`, `futimens`,
+    /// `fdatasync` and `statx`.
     /// - Returns: the new file's stamp.
-    /// - Parameter modified: when given, the file's mtime (nanoseconds since 1970), as `touch -d` would set it.
+    /// - Parameter modified: the file's mtime (nanoseconds since 1970), as `touch -d` would
+    ///   set it; by default the real-time clock's time now.
     static func writeNewFile(
         _ name: String, in directory: Descriptor, data: Data, sync: Bool, modified: Int64? = nil, path: @autoclosure () -> String
     ) throws -> FileStamp {
@@ -23,17 +25,24 @@ extension FileSystem {
         }
         let file = Descriptor(adopting: fd, path: "")
         try write(data, to: file, path: path())
-        if let modified {
-            let times = [
-                timespec(tv_sec: 0, tv_nsec: utimeOmit),
-                timespec(tv_sec: Int(modified / 1_000_000_000), tv_nsec: Int(modified % 1_000_000_000)),
-            ]
-            try check("futimens", path()) { futimens(file.fd, times) }
-        }
+        // The stamp is what this call sets, not read back: reading the file's times would make
+        // its rename take a fine-grained time (`identity(of:in:)` says what that costs).
+        let mtime = modified ?? Self.now()
+        let times = [
+            timespec(tv_sec: 0, tv_nsec: utimeOmit),
+            timespec(tv_sec: Int(mtime / 1_000_000_000), tv_nsec: Int(mtime % 1_000_000_000)),
+        ]
+        try check("futimens", path()) { futimens(file.fd, times) }
         if sync { try check("fdatasync", path()) { fdatasync(file.fd) } }
-        var info = stat()
-        try check("fstat", path()) { fstat(file.fd, &info) }
-        return FileStamp(info)
+        guard let identity = identity(of: file) else { throw SystemCallError(call: "statx", path: path(), errno: errno) }
+        return FileStamp(size: Int64(data.count), mtimeNanoseconds: mtime, inode: identity.inode)
+    }
+
+    /// Nanoseconds since 1970, from the real-time clock. The corresponding C function is `clock_gettime`.
+    static func now() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return time.nanoseconds
     }
 
     /// Writes all of `data` at the current offset of `file`. The corresponding C function is `write`.

@@ -8,9 +8,10 @@ import Foundation
 #endif
 
 /// Follows a store's manifest without polling: every write that moves the change sequence, in
-/// this process or another, touches the manifest's `writer.lock` once its commit is visible
-/// (see `Manifest`), and inotify on the store's metadata directory reports that
-/// (`IN_ATTRIB`). Each such report calls `changed` once, on the follower's own thread; the
+/// this process or another, opens and closes the manifest's `writer.lock` once its commit is
+/// visible (``ArchiveStore/commitAnnouncementName``), and inotify on the store's metadata
+/// directory reports that (`IN_CLOSE_NOWRITE`; `IN_ATTRIB` from earlier releases, which set
+/// the file's times). Each such report calls `changed` once, on the follower's own thread; the
 /// caller compares change sequences.
 ///
 /// A live session uses this to learn that a store's change sequence may have moved, whether
@@ -123,8 +124,8 @@ package final class ManifestFollower: Sendable {
         }
     }
 
-    /// What a batch of inotify events names: the commit announcement (`writer.lock`'s
-    /// attributes), the manifest's files written, the watch lease's file closed.
+    /// What a batch of inotify events names: the commit announcement (`writer.lock` closed
+    /// unwritten, or its attributes set), the manifest's files written, the watch lease's file closed.
     private static func names(_ buffer: [UInt8], count: Int) -> ManifestEvents {
         var offset = 0
         var events = ManifestEvents()
@@ -137,7 +138,7 @@ package final class ManifestFollower: Sendable {
             if mask & UInt32(IN_Q_OVERFLOW | IN_DELETE_SELF | IN_MOVE_SELF) != 0 { events.committed = true }
             if length > 0 {
                 let name = String(decoding: buffer[(offset + header)..<(offset + header + length)].prefix { $0 != 0 }, as: UTF8.self)
-                if name == "writer.lock" && mask & UInt32(IN_ATTRIB) != 0 { events.committed = true }
+                if name == ArchiveStore.commitAnnouncementName && mask & UInt32(IN_CLOSE_NOWRITE | IN_ATTRIB) != 0 { events.committed = true }
                 if name.hasPrefix("manifest") && mask & UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE) != 0 { events.written = true }
                 if name == "watch.lock" && mask & UInt32(IN_CLOSE_WRITE | IN_CLOSE_NOWRITE) != 0 { events.leaseClosed = true }
             }

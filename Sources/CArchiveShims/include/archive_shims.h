@@ -11,7 +11,9 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 /// syncfs(2) needs _GNU_SOURCE, which Swift's Glibc module is not built with.
@@ -38,6 +40,21 @@ static inline int archive_open_beneath(int dirfd, const char *path, int flags, u
     how.mode = (flags & O_CREAT) ? mode : 0;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
     return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+}
+
+/// The device, inode and type of `name` in `dirfd` (`AT_EMPTY_PATH` and "" for `dirfd`
+/// itself), from statx(2) asking for no time. Where timestamps are multigrain (ext4, XFS,
+/// btrfs and tmpfs since Linux 6.13), reading a file's ctime makes its next change take a
+/// fine-grained time, which moves the clock every file's next write reads: the WAL's mtime
+/// then changes at every commit, and on ext4 without a journal its `fdatasync` also writes
+/// its inode's table block (docs/choices.md).
+static inline int archive_identity(int dirfd, const char *name, int flags, unsigned long long *device, unsigned long long *inode, unsigned int *mode) {
+    struct statx info;
+    if (statx(dirfd, name, flags, STATX_TYPE | STATX_INO, &info) != 0) return -1;
+    *device = (unsigned long long)makedev(info.stx_dev_major, info.stx_dev_minor);
+    *inode = (unsigned long long)info.stx_ino;
+    *mode = info.stx_mode;
+    return 0;
 }
 
 /// Hands the heap's free pages back to the system: a long-running watcher calls it after a
