@@ -102,7 +102,8 @@ extension ArchiveStore {
         // Never a directory another program made at the name: a rename would refuse it, and
         // the settle would have to remove it. Swapped back, the caller's rename fails as ever.
         guard let swapped = FileSystem.identity(of: temp, in: staging) else {
-            throw SystemCallError(call: "statx", path: where_, errno: errno)
+            let code = errno
+            throw SystemCallError(call: "statx", path: where_, errno: code)
         }
         if swapped.kind == .directory {
             _ = try FileSystem.exchange(temp, in: staging, with: file, in: directory, path: where_)

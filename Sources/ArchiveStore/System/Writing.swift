@@ -34,7 +34,10 @@ extension FileSystem {
         ]
         try check("futimens", path()) { futimens(file.fd, times) }
         if sync { try check("fdatasync", path()) { fdatasync(file.fd) } }
-        guard let identity = identity(of: file) else { throw SystemCallError(call: "statx", path: path(), errno: errno) }
+        guard let identity = identity(of: file) else {
+            let code = errno
+            throw SystemCallError(call: "statx", path: path(), errno: code)
+        }
         return FileStamp(size: Int64(data.count), mtimeNanoseconds: mtime, inode: identity.inode)
     }
 
