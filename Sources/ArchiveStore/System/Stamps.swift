@@ -123,17 +123,18 @@ extension FileSystem {
     /// not make its files' next changes take fine-grained times (`archive_identity` says why).
     /// The corresponding C function is `statx`, asking for the type and the inode only.
     static func identity(of name: String, in directory: Descriptor) -> (identity: Identity, kind: FileStatus.Kind)? {
-        var identity = Identity()
-        var mode: UInt32 = 0
-        guard archive_identity(directory.fd, name, AT_SYMLINK_NOFOLLOW, &identity.device, &identity.inode, &mode) == 0 else { return nil }
-        return (identity, FileStatus.Kind(mode_t(mode)))
+        identity(directory.fd, name, flags: AT_SYMLINK_NOFOLLOW)
     }
 
     /// The file that `file` is open on, as ``identity(of:in:)`` reads it.
     static func identity(of file: Descriptor) -> Identity? {
+        identity(file.fd, "", flags: AT_EMPTY_PATH)?.identity
+    }
+
+    private static func identity(_ fd: Int32, _ name: String, flags: Int32) -> (identity: Identity, kind: FileStatus.Kind)? {
         var identity = Identity()
         var mode: UInt32 = 0
-        guard archive_identity(file.fd, "", AT_EMPTY_PATH, &identity.device, &identity.inode, &mode) == 0 else { return nil }
-        return identity
+        guard archive_identity(fd, name, flags, &identity.device, &identity.inode, &mode) == 0 else { return nil }
+        return (identity, FileStatus.Kind(mode_t(mode)))
     }
 }
